@@ -1,0 +1,675 @@
+/*
+ * rdmacm for exsd: one rdma_cm_id per EXS socket that exsd knows of, and
+ * the connection set-up with user-managed QPs (DESIGN "How a connection is
+ * brokered"). The QP belongs to the client; exsd passes the client the
+ * attributes rdma_init_qp_attr() gives and the peer's QP number travels in
+ * the CM exchange. Every state change goes through ep_set_state().
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+
+#include "exsd.h"
+#include "exs_qpattr.h"
+
+static const char *const ep_states[] = {
+	[EP_BOUND] = "bound",
+	[EP_LISTENING] = "listening",
+	[EP_RESOLVING_ADDR] = "resolving-addr",
+	[EP_RESOLVING_ROUTE] = "resolving-route",
+	[EP_WAIT_QP] = "wait-qp",
+	[EP_CONNECTING] = "connecting",
+	[EP_WAIT_RTR] = "wait-rtr",
+	[EP_REQUESTED] = "requested",
+	[EP_ACCEPTING] = "accepting",
+	[EP_ESTABLISHED] = "established",
+};
+
+const char *ep_state_name(enum ep_state s)
+{
+	return s <= EP_ESTABLISHED ? ep_states[s] : "?";
+}
+
+static void ep_set_state(struct ep *e, enum ep_state s)
+{
+	exsd_log(LOG_DEBUG, "client %u sock %u conn %u: %s -> %s", e->c->id, e->sock, e->conn,
+		 ep_state_name(e->state), ep_state_name(s));
+	e->state = s;
+}
+
+static struct ep *ep_new(struct client *c)
+{
+	struct ep *e;
+
+	if (c->neps >= EXSD_MAX_EPS_PER_CLIENT)
+		return NULL;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->c = c;
+	e->next = c->eps;
+	c->eps = e;
+	c->neps++;
+	return e;
+}
+
+struct ep *ep_find(struct client *c, uint32_t sock)
+{
+	struct ep *e;
+
+	for (e = c->eps; e; e = e->next)
+		if (e->has_sock && e->sock == sock && !e->dead)
+			return e;
+	return NULL;
+}
+
+struct ep *ep_find_conn(struct client *c, uint32_t conn)
+{
+	struct ep *e;
+
+	for (e = c->eps; e; e = e->next)
+		if (e->passive && e->conn == conn && !e->dead)
+			return e;
+	return NULL;
+}
+
+/* Unlink and destroy; never from inside a CM event that names e->id. */
+void ep_free(struct ep *e)
+{
+	struct ep **p;
+
+	for (p = &e->c->eps; *p; p = &(*p)->next)
+		if (*p == e) {
+			*p = e->next;
+			break;
+		}
+	e->c->neps--;
+	for (struct ep *o = e->c->eps; o; o = o->next)
+		if (o->listener == e)
+			o->listener = NULL;
+	if (e->listener && e->listener->pending)
+		e->listener->pending--;
+	if (e->timer)
+		event_free(e->timer);
+	if (e->id) {
+		if (e->state == EP_ESTABLISHED || e->state == EP_ACCEPTING ||
+		    e->state == EP_CONNECTING || e->state == EP_WAIT_RTR)
+			rdma_disconnect(e->id);
+		rdma_destroy_id(e->id);
+	}
+	free(e);
+}
+
+static void send_conn_error(struct ep *e, int err)
+{
+	ExsCtl__Msg m;
+	ExsCtl__ConnError ce = EXS_CTL__CONN_ERROR__INIT;
+
+	if (!e->has_sock)
+		return;
+	ctl_msg_init(&m);
+	ce.sock = e->sock;
+	ce.err = err;
+	m.body_case = EXS_CTL__MSG__BODY_CONN_ERROR;
+	m.conn_error = &ce;
+	ctl_send(e->c, &m);
+}
+
+/* The connection is over for exsd: tell the client, free once acked. */
+static void ep_fail(struct ep *e, int err)
+{
+	exsd_log(LOG_INFO, "client %u (%s) sock %u: connection %s: %s", e->c->id, e->c->comm,
+		 e->sock, e->state == EP_ESTABLISHED ? "ended" : "failed", strerror(err));
+	send_conn_error(e, err);
+	e->dead = true;
+}
+
+static void fill_addr(ProtobufCBinaryData *b, struct sockaddr *sa)
+{
+	b->data = (uint8_t *)sa;
+	b->len = !sa ? 0 : sa->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+			 : sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : 0;
+}
+
+static int qp_attr(struct rdma_cm_id *id, enum ibv_qp_state st, ExsCtl__QpAttr *m, uint8_t *gid)
+{
+	struct ibv_qp_attr a;
+	int mask = 0;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = st;
+	if (rdma_init_qp_attr(id, &a, &mask))
+		return -errno;
+	exs_qpattr_from_ibv(&a, mask, m, gid);
+	return 0;
+}
+
+static bool is_iwarp(struct rdma_cm_id *id)
+{
+	return id->verbs && id->verbs->device->transport_type == IBV_TRANSPORT_IWARP;
+}
+
+static void on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct ep *e = arg;
+
+	(void)fd;
+	(void)what;
+	if (e->state == EP_ESTABLISHED || e->state == EP_LISTENING || e->state == EP_BOUND)
+		return;
+	ep_fail(e, ETIMEDOUT);
+	ep_free(e);
+}
+
+static void arm_timer(struct ep *e, uint32_t ms)
+{
+	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+
+	if (!e->timer)
+		e->timer = evtimer_new(exsd.base, on_timeout, e);
+	if (e->timer)
+		evtimer_add(e->timer, &tv);
+}
+
+/* ---- requests from clients */
+
+static int check_sockaddr(const ProtobufCBinaryData *b)
+{
+	const struct sockaddr *sa = (const void *)b->data;
+
+	if (b->len == sizeof(struct sockaddr_in) && sa->sa_family == AF_INET)
+		return 0;
+	if (b->len == sizeof(struct sockaddr_in6) && sa->sa_family == AF_INET6)
+		return 0;
+	return -EINVAL;
+}
+
+static int create_id(struct ep *e)
+{
+	if (rdma_create_id(exsd.cm, &e->id, e, RDMA_PS_TCP))
+		return -errno;
+	return 0;
+}
+
+int cm_bind(struct client *c, uint32_t seq, ExsCtl__Bind *b)
+{
+	ExsCtl__Msg m;
+	ExsCtl__BindReply br = EXS_CTL__BIND_REPLY__INIT;
+	struct sockaddr_storage ss;
+	struct ep *e;
+	uint16_t port;
+	int ret;
+
+	if (check_sockaddr(&b->addr))
+		return -EINVAL;
+	if (ep_find(c, b->sock))
+		return -EINVAL;
+	memcpy(&ss, b->addr.data, b->addr.len);
+	port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	if (port && port < 1024 && c->uid != 0)
+		return -EACCES;
+	e = ep_new(c);
+	if (!e)
+		return -ENOBUFS;
+	e->sock = b->sock;
+	e->has_sock = true;
+	ret = create_id(e);
+	if (!ret && rdma_bind_addr(e->id, (struct sockaddr *)&ss))
+		ret = -errno;
+	if (ret) {
+		ep_free(e);
+		return ret;
+	}
+	ep_set_state(e, EP_BOUND);
+	ctl_msg_init(&m);
+	m.seq = seq;
+	br.port = ntohs(rdma_get_src_port(e->id));
+	m.body_case = EXS_CTL__MSG__BODY_BIND_REPLY;
+	m.bind_reply = &br;
+	ctl_send(c, &m);
+	exsd_log(LOG_DEBUG, "client %u sock %u bound to port %u", c->id, e->sock, br.port);
+	return 0;
+}
+
+int cm_listen(struct client *c, uint32_t seq, ExsCtl__Listen *l)
+{
+	struct ep *e = ep_find(c, l->sock);
+
+	if (!e || e->state != EP_BOUND)
+		return -EINVAL;
+	if (l->backlog == 0 || l->backlog > 4096)
+		return -EINVAL;
+	if (rdma_listen(e->id, (int)l->backlog))
+		return -errno;
+	e->backlog = l->backlog;
+	ep_set_state(e, EP_LISTENING);
+	ctl_reply_ok(c, seq);
+	return 0;
+}
+
+int cm_connect(struct client *c, ExsCtl__Connect *m)
+{
+	struct ep *e = ep_find(c, m->sock);
+	struct sockaddr_storage dst;
+	int ret;
+
+	if (check_sockaddr(&m->addr) || !m->setup || !m->setup->credits ||
+	    m->setup->credits > EXSD_MAX_CREDITS)
+		return -EINVAL;
+	if (e && e->state != EP_BOUND)
+		return -EISCONN;
+	if (!e) {
+		e = ep_new(c);
+		if (!e)
+			return -ENOBUFS;
+		e->sock = m->sock;
+		e->has_sock = true;
+		if ((ret = create_id(e))) {
+			ep_free(e);
+			return ret;
+		}
+	}
+	memcpy(&dst, m->addr.data, m->addr.len);
+	e->offer.credits = m->setup->credits;
+	e->offer.sp_max = m->setup->sp_max;
+	arm_timer(e, m->timeout_ms ? m->timeout_ms : EXSD_CONNECT_MS);
+	if (rdma_resolve_addr(e->id, NULL, (struct sockaddr *)&dst, EXSD_RESOLVE_MS)) {
+		ret = -errno;
+		ep_fail(e, -ret);
+		ep_free(e);
+		return 0; /* reported as a connect event */
+	}
+	ep_set_state(e, EP_RESOLVING_ADDR);
+	return 0;
+}
+
+static void send_established(struct ep *e)
+{
+	ExsCtl__Msg m;
+	ExsCtl__Established es = EXS_CTL__ESTABLISHED__INIT;
+	ExsCtl__Setup su = EXS_CTL__SETUP__INIT;
+
+	ctl_msg_init(&m);
+	es.sock = e->sock;
+	su.credits = e->agreed.credits;
+	su.sp_max = e->agreed.sp_max;
+	es.setup = &su;
+	fill_addr(&es.peer_addr, rdma_get_peer_addr(e->id));
+	fill_addr(&es.local_addr, rdma_get_local_addr(e->id));
+	m.body_case = EXS_CTL__MSG__BODY_ESTABLISHED;
+	m.established = &es;
+	ctl_send(e->c, &m);
+	ep_set_state(e, EP_ESTABLISHED);
+	if (e->timer)
+		evtimer_del(e->timer);
+	exsd_log(LOG_INFO, "client %u (%s) sock %u: established on %s (%s), credits %u",
+		 e->c->id, e->c->comm, e->sock, ibv_get_device_name(e->id->verbs->device),
+		 e->iwarp ? "iWARP" : "IB/RoCE", e->agreed.credits);
+}
+
+int cm_qp_ready(struct client *c, ExsCtl__QpReady *m)
+{
+	struct rdma_conn_param p;
+	struct exs_wire_setup w;
+	struct ep *e;
+
+	memset(&p, 0, sizeof(p));
+	p.responder_resources = 1;
+	p.initiator_depth = 1;
+	p.retry_count = 7;
+	p.rnr_retry_count = 7;
+	p.qp_num = m->qpn;
+	p.private_data = &w;
+	p.private_data_len = sizeof(w);
+	if (m->conn) {
+		/* passive: the client accepts request `conn` as socket `sock` */
+		struct exs_wire_setup mine = { 0 };
+
+		e = ep_find_conn(c, m->conn);
+		if (!e || e->state != EP_REQUESTED || !m->setup || !m->setup->credits ||
+		    m->setup->credits > EXSD_MAX_CREDITS || ep_find(c, m->sock))
+			return -EINVAL;
+		mine.credits = m->setup->credits;
+		mine.sp_max = m->setup->sp_max;
+		setup_agree(&e->offer, &mine, &e->agreed);
+		setup_encode(&w, EXS_WIRE_SETUP_RESPONSE, e->agreed.credits, e->agreed.sp_max);
+		e->sock = m->sock;
+		e->has_sock = true;
+		if (e->listener && e->listener->pending)
+			e->listener->pending--;
+		e->listener = NULL;
+		if (rdma_accept(e->id, &p)) {
+			ep_fail(e, errno);
+			ep_free(e);
+			return 0;
+		}
+		ep_set_state(e, EP_ACCEPTING);
+		return 0;
+	}
+	e = ep_find(c, m->sock);
+	if (!e)
+		return -EINVAL;
+	if (e->state == EP_WAIT_QP) {
+		setup_encode(&w, EXS_WIRE_SETUP_REQUEST, e->offer.credits, e->offer.sp_max);
+		if (rdma_connect(e->id, &p)) {
+			ep_fail(e, errno);
+			ep_free(e);
+			return 0;
+		}
+		ep_set_state(e, EP_CONNECTING);
+		return 0;
+	}
+	if (e->state == EP_WAIT_RTR) {
+		if (rdma_establish(e->id)) {
+			ep_fail(e, errno);
+			ep_free(e);
+			return 0;
+		}
+		send_established(e);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int cm_reject(struct client *c, ExsCtl__Reject *m)
+{
+	struct exs_wire_reject r;
+	struct ep *e = ep_find_conn(c, m->conn);
+
+	if (!e || e->state != EP_REQUESTED)
+		return -EINVAL;
+	reject_encode(&r, m->err > 0 && m->err < 4096 ? m->err : ECONNREFUSED);
+	rdma_reject(e->id, &r, sizeof(r));
+	e->has_sock = false;
+	ep_free(e);
+	return 0;
+}
+
+int cm_close_sock(struct client *c, ExsCtl__Close *m)
+{
+	struct ep *e = ep_find(c, m->sock);
+
+	if (!e)
+		return 0; /* already gone on our side: closing is idempotent */
+	if (e->state == EP_LISTENING) {
+		/* requests not yet accepted die with their listener */
+		for (struct ep *o = c->eps; o; o = o->next)
+			if (o->listener == e && o->state == EP_REQUESTED && !o->dead) {
+				struct exs_wire_reject r;
+
+				reject_encode(&r, ECONNREFUSED);
+				rdma_reject(o->id, &r, sizeof(r));
+				o->dead = true;
+			}
+	}
+	ep_free(e);
+	for (struct ep *o = c->eps, *n; o; o = n) {
+		n = o->next;
+		if (o->dead)
+			ep_free(o);
+	}
+	return 0;
+}
+
+/* ---- rdmacm events */
+
+static void on_route(struct ep *e)
+{
+	ExsCtl__Msg m;
+	ExsCtl__Route r = EXS_CTL__ROUTE__INIT;
+	ExsCtl__QpAttr init;
+	uint8_t gid[16];
+	int ret;
+
+	e->iwarp = is_iwarp(e->id);
+	ret = qp_attr(e->id, IBV_QPS_INIT, &init, gid);
+	if (ret) {
+		ep_fail(e, -ret);
+		return;
+	}
+	ctl_msg_init(&m);
+	r.sock = e->sock;
+	r.device = (char *)ibv_get_device_name(e->id->verbs->device);
+	r.port_num = e->id->port_num;
+	r.iwarp = e->iwarp;
+	r.init = &init;
+	fill_addr(&r.local_addr, rdma_get_local_addr(e->id));
+	m.body_case = EXS_CTL__MSG__BODY_ROUTE;
+	m.route = &r;
+	ep_set_state(e, EP_WAIT_QP);
+	ctl_send(e->c, &m);
+}
+
+static void on_connect_response(struct ep *e, struct rdma_cm_event *ev)
+{
+	ExsCtl__Msg m;
+	ExsCtl__Rtr r = EXS_CTL__RTR__INIT;
+	ExsCtl__QpAttr a[2], *ap[2] = { &a[0], &a[1] };
+	uint8_t gid[2][16];
+	struct exs_wire_setup resp;
+	int ret;
+
+	ret = setup_decode(ev->param.conn.private_data, ev->param.conn.private_data_len,
+			   EXS_WIRE_SETUP_RESPONSE, &resp);
+	if (!ret && (resp.credits > e->offer.credits || resp.sp_max > e->offer.sp_max))
+		ret = -EPROTO;
+	if (!ret)
+		ret = qp_attr(e->id, IBV_QPS_RTR, &a[0], gid[0]);
+	if (!ret)
+		ret = qp_attr(e->id, IBV_QPS_RTS, &a[1], gid[1]);
+	if (ret) {
+		rdma_reject(e->id, NULL, 0);
+		ep_fail(e, -ret);
+		return;
+	}
+	e->agreed = resp;
+	ctl_msg_init(&m);
+	r.sock = e->sock;
+	r.n_attrs = 2;
+	r.attrs = ap;
+	m.body_case = EXS_CTL__MSG__BODY_RTR;
+	m.rtr = &r;
+	ep_set_state(e, EP_WAIT_RTR);
+	ctl_send(e->c, &m);
+}
+
+static void on_established(struct ep *e, struct rdma_cm_event *ev)
+{
+	struct exs_wire_setup resp;
+	int ret;
+
+	if (e->state == EP_ACCEPTING) {
+		send_established(e);
+		return;
+	}
+	if (e->state != EP_CONNECTING)
+		return; /* active IB/RoCE: already announced after rdma_establish */
+	/* active iWARP: no CONNECT_RESPONSE; the answer comes with this event */
+	ret = setup_decode(ev->param.conn.private_data, ev->param.conn.private_data_len,
+			   EXS_WIRE_SETUP_RESPONSE, &resp);
+	if (!ret && (resp.credits > e->offer.credits || resp.sp_max > e->offer.sp_max))
+		ret = -EPROTO;
+	if (ret) {
+		ep_fail(e, -ret);
+		return;
+	}
+	e->agreed = resp;
+	send_established(e);
+}
+
+static void on_request(struct ep *l, struct rdma_cm_event *ev)
+{
+	struct rdma_cm_id *id = ev->id;
+	struct exs_wire_setup req;
+	struct exs_wire_reject rj;
+	ExsCtl__Msg m;
+	ExsCtl__ConnRequest cr = EXS_CTL__CONN_REQUEST__INIT;
+	ExsCtl__Setup su = EXS_CTL__SETUP__INIT;
+	ExsCtl__QpAttr a[3], *ap[3] = { &a[0], &a[1], &a[2] };
+	uint8_t gid[3][16];
+	struct ep *e = NULL;
+	int ret, n = 1;
+
+	ret = setup_decode(ev->param.conn.private_data, ev->param.conn.private_data_len,
+			   EXS_WIRE_SETUP_REQUEST, &req);
+	if (!ret && l->pending >= l->backlog)
+		ret = -ECONNREFUSED;
+	if (!ret && !(e = ep_new(l->c)))
+		ret = -ECONNREFUSED;
+	if (!ret) {
+		e->id = id;
+		id->context = e;
+		e->passive = true;
+		e->iwarp = is_iwarp(id);
+		e->conn = ++exsd.next_conn ? exsd.next_conn : ++exsd.next_conn;
+		e->listener = l;
+		e->offer = req;
+		l->pending++;
+		ret = qp_attr(id, IBV_QPS_INIT, &a[0], gid[0]);
+		if (!ret && !e->iwarp) {
+			/* IB/RoCE: the acceptor's QP must reach RTS before rdma_accept */
+			ret = qp_attr(id, IBV_QPS_RTR, &a[1], gid[1]);
+			if (!ret)
+				ret = qp_attr(id, IBV_QPS_RTS, &a[2], gid[2]);
+			n = 3;
+		}
+	}
+	if (ret) {
+		exsd_log(LOG_INFO, "connection request to client %u sock %u refused: %s", l->c->id,
+			 l->sock, strerror(-ret));
+		reject_encode(&rj, -ret == EPROTO ? ECONNREFUSED : -ret);
+		rdma_reject(id, &rj, sizeof(rj));
+		if (e) {
+			e->dead = true; /* freed after the ack; the id with it */
+		} else {
+			id->context = NULL; /* destroyed after the ack */
+		}
+		return;
+	}
+	ctl_msg_init(&m);
+	cr.sock = l->sock;
+	cr.conn = e->conn;
+	cr.device = (char *)ibv_get_device_name(id->verbs->device);
+	cr.port_num = id->port_num;
+	cr.iwarp = e->iwarp;
+	cr.n_attrs = (size_t)n;
+	cr.attrs = ap;
+	su.credits = req.credits;
+	su.sp_max = req.sp_max;
+	cr.peer_setup = &su;
+	fill_addr(&cr.peer_addr, rdma_get_peer_addr(id));
+	fill_addr(&cr.local_addr, rdma_get_local_addr(id));
+	m.body_case = EXS_CTL__MSG__BODY_CONN_REQUEST;
+	m.conn_request = &cr;
+	ep_set_state(e, EP_REQUESTED);
+	arm_timer(e, EXSD_CONNECT_MS);
+	ctl_send(l->c, &m);
+}
+
+static int cm_status_errno(int status, int dflt)
+{
+	return status < 0 && status > -4096 ? -status : dflt;
+}
+
+static void on_cm_event(struct rdma_cm_event *ev, struct rdma_cm_id **ret_destroy)
+{
+	struct ep *e = ev->id->context;
+
+	exsd_log(LOG_DEBUG, "cm event %s status %d", rdma_event_str(ev->event), ev->status);
+	if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+		struct ep *l = ev->listen_id->context;
+
+		ev->id->context = NULL;
+		if (!l || l->dead || l->state != EP_LISTENING) {
+			rdma_reject(ev->id, NULL, 0);
+			*ret_destroy = ev->id;
+			return;
+		}
+		on_request(l, ev);
+		if (!ev->id->context)
+			*ret_destroy = ev->id;
+		return;
+	}
+	if (!e || e->dead)
+		return;
+	switch (ev->event) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		if (rdma_resolve_route(e->id, EXSD_RESOLVE_MS))
+			ep_fail(e, errno);
+		else
+			ep_set_state(e, EP_RESOLVING_ROUTE);
+		break;
+	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+		on_route(e);
+		break;
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+	case RDMA_CM_EVENT_UNREACHABLE:
+		ep_fail(e, cm_status_errno(ev->status, EHOSTUNREACH));
+		break;
+	case RDMA_CM_EVENT_CONNECT_RESPONSE:
+		if (e->state == EP_CONNECTING)
+			on_connect_response(e, ev);
+		break;
+	case RDMA_CM_EVENT_ESTABLISHED:
+		on_established(e, ev);
+		break;
+	case RDMA_CM_EVENT_REJECTED:
+		ep_fail(e, reject_decode(ev->param.conn.private_data, ev->param.conn.private_data_len));
+		break;
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+		ep_fail(e, cm_status_errno(ev->status, ECONNABORTED));
+		break;
+	case RDMA_CM_EVENT_DISCONNECTED:
+		ep_fail(e, ECONNRESET);
+		break;
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		ep_fail(e, ENODEV);
+		break;
+	default:
+		break;
+	}
+}
+
+static void on_cm_readable(evutil_socket_t fd, short what, void *arg)
+{
+	struct rdma_cm_event *ev;
+
+	(void)fd;
+	(void)what;
+	(void)arg;
+	while (!rdma_get_cm_event(exsd.cm, &ev)) {
+		struct rdma_cm_id *destroy = NULL;
+		struct ep *e;
+
+		on_cm_event(ev, &destroy);
+		e = ev->event == RDMA_CM_EVENT_CONNECT_REQUEST ? ev->id->context : ev->id->context;
+		rdma_ack_cm_event(ev);
+		if (destroy)
+			rdma_destroy_id(destroy);
+		else if (e && e->dead)
+			ep_free(e);
+	}
+}
+
+int cm_open(void)
+{
+	exsd.cm = rdma_create_event_channel();
+	if (!exsd.cm)
+		return -errno;
+	fcntl(exsd.cm->fd, F_SETFL, fcntl(exsd.cm->fd, F_GETFL) | O_NONBLOCK);
+	exsd.cm_ev = event_new(exsd.base, exsd.cm->fd, EV_READ | EV_PERSIST, on_cm_readable, NULL);
+	if (!exsd.cm_ev || event_add(exsd.cm_ev, NULL))
+		return -ENOMEM;
+	return 0;
+}
+
+void cm_close(void)
+{
+	if (exsd.cm_ev)
+		event_free(exsd.cm_ev);
+	if (exsd.cm)
+		rdma_destroy_event_channel(exsd.cm);
+}

@@ -1,0 +1,123 @@
+/*
+ * exsd's private declarations. exsd brokers EXS connections: it owns every
+ * rdmacm id (listen, resolve, connect/accept with user-managed QPs), the
+ * EXS setup negotiation and the clients' control channels. It never sees
+ * application data. Single-threaded: one libevent loop.
+ */
+#ifndef EXSD_H
+#define EXSD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <event2/event.h>
+#include <rdma/rdma_cma.h>
+
+#include "exs_control.pb-c.h"
+#include "exs_wire.h"
+
+#define EXS_CTL_VERSION 1
+#define EXS_CTL_MAX_MSG 4096
+#define EXSD_DEFAULT_SOCKET "/run/exs/exsd.sock"
+#define EXSD_MAX_CLIENTS 1024
+#define EXSD_MAX_EPS_PER_CLIENT 4096
+#define EXSD_RESOLVE_MS 2000
+#define EXSD_CONNECT_MS 30000
+#define EXSD_MAX_CREDITS 1024
+
+enum log_level { LOG_ERR = 3, LOG_WARNING = 4, LOG_NOTICE = 5, LOG_INFO = 6, LOG_DEBUG = 7 };
+void exsd_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+struct client;
+
+enum ep_state {
+	EP_BOUND,
+	EP_LISTENING,
+	EP_RESOLVING_ADDR,
+	EP_RESOLVING_ROUTE,
+	EP_WAIT_QP,	/* active: Route sent, waiting for the QP number */
+	EP_CONNECTING,	/* active: rdma_connect() issued */
+	EP_WAIT_RTR,	/* active IB/RoCE: Rtr sent, waiting for the QP in RTS */
+	EP_REQUESTED,	/* passive: ConnRequest sent, waiting for accept or reject */
+	EP_ACCEPTING,	/* passive: rdma_accept() issued */
+	EP_ESTABLISHED,
+};
+const char *ep_state_name(enum ep_state s);
+
+/* One rdmacm id and what the EXS socket on top of it is doing. */
+struct ep {
+	struct client *c;
+	uint32_t sock;		/* the libexs fd (0 and !has_sock for a fresh request) */
+	bool has_sock;
+	uint32_t conn;		/* passive requests: exsd's id for it */
+	struct rdma_cm_id *id;
+	enum ep_state state;
+	bool passive, iwarp, dead;
+	uint32_t backlog, pending; /* listeners */
+	struct ep *listener;	/* passive: the listener it came to */
+	struct exs_wire_setup offer;	/* active: ours; passive: the peer's */
+	struct exs_wire_setup agreed;
+	struct event *timer;
+	struct ep *next;	/* in the client's list */
+};
+
+struct client {
+	int fd;
+	struct event *ev;
+	uint32_t id;
+	pid_t pid;
+	uid_t uid;
+	char comm[17];
+	bool hello;
+	unsigned neps;
+	struct ep *eps;
+	struct client *next;
+};
+
+struct exsd {
+	struct event_base *base;
+	struct rdma_event_channel *cm;
+	struct event *cm_ev;
+	int listen_fd;
+	struct event *listen_ev;
+	const char *socket_path;
+	bool own_socket;
+	struct client *clients;
+	unsigned nclients;
+	uint32_t next_client, next_conn;
+	int log_level;
+	bool log_prefix;
+};
+extern struct exsd exsd;
+
+/* ctl.c */
+int ctl_listen(void);
+void ctl_shutdown(void);
+void ctl_send(struct client *c, ExsCtl__Msg *m);
+void ctl_msg_init(ExsCtl__Msg *m);
+void ctl_reply_error(struct client *c, uint32_t seq, int err, const char *text);
+void ctl_reply_ok(struct client *c, uint32_t seq);
+void client_drop(struct client *c, const char *why);
+
+/* cm.c */
+int cm_open(void);
+void cm_close(void);
+struct ep *ep_find(struct client *c, uint32_t sock);
+struct ep *ep_find_conn(struct client *c, uint32_t conn);
+void ep_free(struct ep *e);
+int cm_bind(struct client *c, uint32_t seq, ExsCtl__Bind *b);
+int cm_listen(struct client *c, uint32_t seq, ExsCtl__Listen *l);
+int cm_connect(struct client *c, ExsCtl__Connect *m);
+int cm_qp_ready(struct client *c, ExsCtl__QpReady *m);
+int cm_reject(struct client *c, ExsCtl__Reject *m);
+int cm_close_sock(struct client *c, ExsCtl__Close *m);
+
+/* negotiate.c */
+void setup_encode(struct exs_wire_setup *w, uint8_t kind, uint32_t credits, uint32_t sp_max);
+int setup_decode(const void *pd, size_t len, uint8_t kind, struct exs_wire_setup *ret);
+void setup_agree(const struct exs_wire_setup *a, const struct exs_wire_setup *b,
+		 struct exs_wire_setup *ret);
+void reject_encode(struct exs_wire_reject *r, int err);
+int reject_decode(const void *pd, size_t len);
+
+#endif

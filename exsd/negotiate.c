@@ -1,0 +1,74 @@
+/*
+ * The EXS setup negotiation (guide §6.2, §7; proto/exs_wire.h part 1): the
+ * encoding of setup requests, responses and rejects in CM private data,
+ * and the rule that both sides use the minimum of what each offered.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <string.h>
+
+#include "exsd.h"
+
+void setup_encode(struct exs_wire_setup *w, uint8_t kind, uint32_t credits, uint32_t sp_max)
+{
+	memset(w, 0, sizeof(*w));
+	w->magic = htons(EXS_WIRE_MAGIC);
+	w->version = EXS_WIRE_VERSION;
+	w->kind = kind;
+	w->credits = htonl(credits);
+	w->sp_max = htonl(sp_max);
+}
+
+/* Decode into host order. -EPROTO: not EXS; -EPROTONOSUPPORT: other version. */
+int setup_decode(const void *pd, size_t len, uint8_t kind, struct exs_wire_setup *ret)
+{
+	struct exs_wire_setup w;
+
+	if (!pd || len < sizeof(w))
+		return -EPROTO;
+	memcpy(&w, pd, sizeof(w));
+	if (ntohs(w.magic) != EXS_WIRE_MAGIC)
+		return -EPROTO;
+	if (w.version != EXS_WIRE_VERSION)
+		return -EPROTONOSUPPORT;
+	if (w.kind != kind)
+		return -EPROTO;
+	w.magic = EXS_WIRE_MAGIC;
+	w.credits = ntohl(w.credits);
+	w.sp_max = ntohl(w.sp_max);
+	if (w.credits == 0 || w.credits > EXSD_MAX_CREDITS)
+		return -EPROTO;
+	*ret = w;
+	return 0;
+}
+
+void setup_agree(const struct exs_wire_setup *a, const struct exs_wire_setup *b,
+		 struct exs_wire_setup *ret)
+{
+	*ret = *a;
+	ret->credits = a->credits < b->credits ? a->credits : b->credits;
+	ret->sp_max = a->sp_max < b->sp_max ? a->sp_max : b->sp_max;
+}
+
+void reject_encode(struct exs_wire_reject *r, int err)
+{
+	r->magic = htons(EXS_WIRE_MAGIC);
+	r->version = EXS_WIRE_VERSION;
+	r->kind = EXS_WIRE_SETUP_REJECT;
+	r->err = (int32_t)htonl((uint32_t)err);
+}
+
+/* The errno an EXS reject carries, or ECONNREFUSED for any other reject. */
+int reject_decode(const void *pd, size_t len)
+{
+	struct exs_wire_reject r;
+	int err;
+
+	if (!pd || len < sizeof(r))
+		return ECONNREFUSED;
+	memcpy(&r, pd, sizeof(r));
+	if (ntohs(r.magic) != EXS_WIRE_MAGIC || r.kind != EXS_WIRE_SETUP_REJECT)
+		return ECONNREFUSED;
+	err = (int)ntohl((uint32_t)r.err);
+	return err > 0 && err < 4096 ? err : ECONNREFUSED;
+}

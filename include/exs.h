@@ -1,0 +1,136 @@
+/*
+ * exs.h - the Extended Sockets API (ES-API) as extended by UNH-EXS 1.4.0.
+ *
+ * Names, types, flags and semantics follow "Overview of UNH EXS 1.4.0 for
+ * Programmers". Every call returns -1 (or EXS_QHANDLE_INVALID /
+ * EXS_MHANDLE_INVALID) and sets errno on failure. See exs(3) in README.md
+ * for what this implementation chose where the guide is silent.
+ */
+#ifndef EXS_H
+#define EXS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <netinet/in.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EXS_VERSION1 1
+#define EXS_VERSION EXS_VERSION1
+
+/* Handles are pointer-like; NULL is never a valid queue or registration. */
+typedef struct exs_queue *exs_qhandle_t;
+typedef struct exs_mreg *exs_mhandle_t;
+typedef void *exs_ahandle_t;
+
+#define EXS_QHANDLE_INVALID ((exs_qhandle_t)0)
+#define EXS_MHANDLE_INVALID ((exs_mhandle_t)0)
+#define EXS_MHANDLE_UNREGISTERED ((exs_mhandle_t)(~(unsigned long)0))
+
+/* exs_evt_type */
+#define EXS_EVT_ACCEPT 1
+#define EXS_EVT_CLOSE 2
+#define EXS_EVT_CONNECT 3
+#define EXS_EVT_RECV 4
+#define EXS_EVT_SEND 5
+#define EXS_EVT_SHUTDOWN 6
+#define EXS_EVT_SENDFILE 7
+
+/* operation flags; they never collide with MSG_WAITALL */
+#define EXS_BLOCK 0x01000000
+#define EXS_DONTLINGER 0x02000000
+#define EXS_CREDIT_WAIT 0x04000000
+#define EXS_DONTWAIT 0x08000000
+#define EXS_UNSIGNALED 0x10000000
+#define EXS_UNSIGNALLED EXS_UNSIGNALED
+
+/* exs_mregister flags */
+#define EXS_MRF_RECV_DISABLE 0x1
+#ifndef EXS_DISABLE_DEPRECATED
+/* deprecated since UNH EXS 1.3.6 (guide §11.2.5); accepted and ignored */
+#define EXS_LOCAL_READ 0x10
+#define EXS_LOCAL_WRITE 0x20
+#define EXS_REMOTE_READ 0x40
+#define EXS_REMOTE_WRITE 0x80
+#define EXS_ACCESS_ALL (EXS_LOCAL_READ | EXS_LOCAL_WRITE | EXS_REMOTE_READ | EXS_REMOTE_WRITE)
+#endif
+
+/* exs_fcntl commands (guide §7) */
+#define EXS_F_GETFD 1
+#define EXS_F_SETFD 2
+#define EXS_F_GETFLOWCONTROLCREDITS 10
+#define EXS_F_SETFLOWCONTROLCREDITS 11
+#define EXS_F_GETSPMAXSIZE 12
+#define EXS_F_SETSPMAXSIZE 13
+
+typedef struct exs_event {
+	int exs_evt_errno;
+	int exs_evt_socket;
+	exs_ahandle_t exs_evt_ahandle;
+	int exs_evt_type;
+	union {
+		struct exs_evt_xfer {
+			void *exs_evt_buffer;
+			exs_mhandle_t exs_evt_mhandle;
+			size_t exs_evt_amount_lost;
+			size_t exs_evt_length;
+		} exs_evt_xfer;
+		struct exs_evt_accept {
+			int exs_evt_new_socket;
+			struct sockaddr *exs_evt_addr;
+			socklen_t exs_evt_addrlen;
+		} exs_evt_accept;
+	} exs_evt_union;
+} exs_event_t;
+
+struct exs_acceptaddr {
+	struct sockaddr *exs_addr;
+	socklen_t exs_addrlen;
+	exs_ahandle_t exs_ahandle;
+};
+
+int exs_init(int version);
+
+exs_qhandle_t exs_qcreate(int depth);
+int exs_qdelete(exs_qhandle_t qhandle);
+int exs_qdequeue(exs_qhandle_t qhandle, exs_event_t *event_vector, int count,
+		 struct timeval *timeout);
+
+exs_mhandle_t exs_mregister(void *address, size_t length, int flags);
+int exs_mderegister(exs_mhandle_t mhandle, int flags);
+
+int exs_socket(int domain, int socket_type, int protocol);
+int exs_bind(int fd, const struct sockaddr *address, socklen_t addrlen);
+int exs_listen(int fd, int backlog);
+int exs_accept(int fd, struct exs_acceptaddr *address_vector, int count,
+	       int accept_flags, exs_qhandle_t qhandle);
+int exs_blocking_accept(int fd, struct sockaddr *peer_address, socklen_t *peer_addrlen);
+int exs_connect(int fd, const struct sockaddr *server_address, socklen_t server_addrlen,
+		int connect_flags, struct timeval *timeout, exs_qhandle_t qhandle,
+		exs_ahandle_t ahandle);
+int exs_blocking_connect(int fd, const struct sockaddr *server_address,
+			 socklen_t server_addrlen);
+int exs_close(int fd, int close_flags, exs_qhandle_t qhandle, exs_ahandle_t ahandle);
+int exs_blocking_close(int fd);
+
+ssize_t exs_send(int fd, const void *send_buffer, size_t send_length, int send_flags,
+		 exs_qhandle_t qhandle, exs_ahandle_t ahandle, exs_mhandle_t mhandle);
+ssize_t exs_recv(int fd, void *recv_buffer, size_t max_length, int recv_flags,
+		 exs_qhandle_t qhandle, exs_ahandle_t ahandle, exs_mhandle_t mhandle);
+ssize_t exs_blocking_send(int fd, const void *write_buffer, size_t write_length,
+			  int send_flags, exs_mhandle_t mhandle);
+ssize_t exs_blocking_recv(int fd, void *read_buffer, size_t max_length, int recv_flags,
+			  exs_mhandle_t mhandle);
+ssize_t exs_write(int fd, const void *write_buffer, size_t write_length);
+ssize_t exs_read(int fd, void *read_buffer, size_t max_length);
+
+int exs_fcntl(int fd, int command, ...);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,585 @@
+/*
+ * The public EXS calls (include/exs.h): argument checks, the errno each
+ * failure gets, the EXS_BLOCK / EXS_CREDIT_WAIT waiting, and nothing else.
+ * Socket and connection logic lives in sock.c and conn.c.
+ */
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exs_int.h"
+
+struct exs_global exs_g = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.ctl_fd = -1,
+	.epfd = -1,
+};
+
+#define LOCK() pthread_mutex_lock(&exs_g.lock)
+#define UNLOCK() pthread_mutex_unlock(&exs_g.lock)
+
+static int fail_unlock(int neg)
+{
+	UNLOCK();
+	return exs_err(-neg);
+}
+
+int exs_init(int version)
+{
+	pthread_condattr_t ca;
+	const char *path;
+	int ret;
+
+	if (version != EXS_VERSION1)
+		return exs_err(EINVAL);
+	LOCK();
+	if (exs_g.inited) {
+		UNLOCK();
+		return 0;
+	}
+	exs_g.socks = calloc(EXS_MAX_SOCKETS, sizeof(*exs_g.socks));
+	if (!exs_g.socks)
+		return fail_unlock(-ENOMEM);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&exs_g.cond, &ca);
+	pthread_condattr_destroy(&ca);
+	path = getenv("EXS_SOCKET");
+	exs_g.ctl_path = path && *path ? strdup(path) : EXS_DEFAULT_SOCKET;
+	ret = exs_progress_start();
+	if (ret) {
+		free(exs_g.socks);
+		exs_g.socks = NULL;
+		return fail_unlock(ret);
+	}
+	exs_g.inited = true;
+	UNLOCK();
+	return 0;
+}
+
+static bool inited(void)
+{
+	return __atomic_load_n(&exs_g.inited, __ATOMIC_ACQUIRE);
+}
+
+/* ---- queues */
+
+exs_qhandle_t exs_qcreate(int depth)
+{
+	if (!inited()) {
+		errno = EINVAL;
+		return EXS_QHANDLE_INVALID;
+	}
+	return exs_queue_new(depth);
+}
+
+int exs_qdelete(exs_qhandle_t q)
+{
+	int ret;
+
+	if (!inited() || !exs_queue_valid(q))
+		return exs_err(EINVAL);
+	ret = exs_queue_delete(q);
+	return ret ? exs_err(-ret) : 0;
+}
+
+static bool timeval_ok(const struct timeval *t)
+{
+	return !t || (t->tv_sec >= 0 && t->tv_usec >= 0 && t->tv_usec < 1000000 &&
+		      t->tv_sec < INT_MAX / 1000);
+}
+
+int exs_qdequeue(exs_qhandle_t q, exs_event_t *ev, int count, struct timeval *timeout)
+{
+	int ret;
+
+	if (!inited() || !exs_queue_valid(q) || !ev || count == 0 || count < -EXS_MAX_QDEPTH ||
+	    !timeval_ok(timeout))
+		return exs_err(EINVAL);
+	ret = exs_queue_dequeue(q, ev, count, timeout);
+	return ret < 0 ? exs_err(-ret) : ret;
+}
+
+/* ---- registration */
+
+exs_mhandle_t exs_mregister(void *address, size_t length, int flags)
+{
+	struct ibv_device **list;
+	struct exs_mreg *m;
+	int known = EXS_MRF_RECV_DISABLE, n, i, err = 0;
+
+#ifndef EXS_DISABLE_DEPRECATED
+	known |= EXS_ACCESS_ALL;
+#endif
+	if (!inited() || !address || !length || length > EXS_MAX_XFER * 2 || (flags & ~known) ||
+	    (uintptr_t)address + length < (uintptr_t)address) {
+		errno = EINVAL;
+		return EXS_MHANDLE_INVALID;
+	}
+	m = exs_mreg_new(address, length, flags & EXS_MRF_RECV_DISABLE);
+	if (!m) {
+		errno = ENOMEM;
+		return EXS_MHANDLE_INVALID;
+	}
+	/* pin now, on every device of the host, so failures show here */
+	LOCK();
+	list = ibv_get_device_list(&n);
+	for (i = 0; list && i < n && !err; i++) {
+		struct exs_dev *d = exs_dev_get(ibv_get_device_name(list[i]), &err);
+
+		if (d && !exs_mreg_mr(m, d))
+			err = errno ? errno : ENOMEM;
+	}
+	if (list)
+		ibv_free_device_list(list);
+	if (!err && (!list || n == 0))
+		err = ENODEV;
+	if (err) {
+		exs_mreg_delete(m);
+		UNLOCK();
+		errno = err;
+		return EXS_MHANDLE_INVALID;
+	}
+	UNLOCK();
+	return m;
+}
+
+int exs_mderegister(exs_mhandle_t mh, int flags)
+{
+	int ret;
+
+	if (!inited() || !exs_mreg_valid(mh) || flags)
+		return exs_err(EINVAL);
+	LOCK();
+	ret = exs_mreg_valid(mh) ? exs_mreg_delete(mh) : -EINVAL;
+	UNLOCK();
+	return ret ? exs_err(-ret) : 0;
+}
+
+/* ---- sockets */
+
+int exs_socket(int domain, int type, int protocol)
+{
+	struct exs_sock *s;
+	int fd;
+
+	if (!inited())
+		return exs_err(EINVAL);
+	if (domain != AF_INET && domain != AF_INET6)
+		return exs_err(EAFNOSUPPORT);
+	if (type != SOCK_STREAM && type != SOCK_SEQPACKET)
+		return exs_err(ESOCKTNOSUPPORT);
+	if (protocol != 0 && protocol != IPPROTO_TCP && protocol != IPPROTO_SCTP)
+		return exs_err(EPROTONOSUPPORT);
+	LOCK();
+	s = exs_sock_alloc(domain, type);
+	if (!s)
+		return fail_unlock(-(errno ? errno : ENOMEM));
+	fd = s->fd;
+	UNLOCK();
+	return fd;
+}
+
+/* Look up a usable socket and take the lock; NULL (errno set) otherwise. */
+static struct exs_sock *sock_lock(int fd)
+{
+	struct exs_sock *s;
+
+	if (!inited()) {
+		errno = EINVAL;
+		return NULL;
+	}
+	LOCK();
+	s = exs_sock_get(fd);
+	if (!s || s->state == EXS_S_ACCEPTING || s->state == EXS_S_CLOSING) {
+		UNLOCK();
+		errno = EBADF;
+		return NULL;
+	}
+	return s;
+}
+
+static int check_addr(const struct exs_sock *s, const struct sockaddr *a, socklen_t len)
+{
+	if (!a)
+		return -EINVAL;
+	if (len < sizeof(sa_family_t))
+		return -EINVAL;
+	if (a->sa_family != s->domain)
+		return -EAFNOSUPPORT;
+	if ((a->sa_family == AF_INET && len < sizeof(struct sockaddr_in)) ||
+	    (a->sa_family == AF_INET6 && len < sizeof(struct sockaddr_in6)))
+		return -EINVAL;
+	return 0;
+}
+
+static socklen_t addr_len(int domain)
+{
+	return domain == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+}
+
+int exs_bind(int fd, const struct sockaddr *address, socklen_t addrlen)
+{
+	struct exs_sock *s = sock_lock(fd);
+	int ret;
+
+	if (!s)
+		return -1;
+	ret = check_addr(s, address, addrlen);
+	if (!ret)
+		ret = exs_sock_bind(s, address, addr_len(s->domain));
+	return ret ? fail_unlock(ret) : (UNLOCK(), 0);
+}
+
+int exs_listen(int fd, int backlog)
+{
+	struct exs_sock *s = sock_lock(fd);
+	int ret;
+
+	if (!s)
+		return -1;
+	ret = exs_sock_listen(s, backlog);
+	return ret ? fail_unlock(ret) : (UNLOCK(), 0);
+}
+
+/* Wait for the one event of a blocking call on its private queue. */
+static int wait_private(struct exs_queue *q, exs_event_t *ev)
+{
+	int n = exs_queue_dequeue(q, ev, 1, NULL);
+
+	exs_queue_delete(q);
+	return n == 1 ? 0 : -EIO;
+}
+
+int exs_accept(int fd, struct exs_acceptaddr *vec, int count, int flags, exs_qhandle_t q)
+{
+	struct exs_accept_slot slots[16], *sl = slots;
+	struct exs_queue *pq = NULL;
+	struct exs_sock *s;
+	exs_event_t ev;
+	int i, ret;
+
+	if (!vec || count <= 0 || count > EXS_MAX_BACKLOG || (flags & ~EXS_BLOCK) ||
+	    ((flags & EXS_BLOCK) && count != 1) || (!(flags & EXS_BLOCK) && !exs_queue_valid(q)))
+		return exs_err(inited() ? EINVAL : EINVAL);
+	if (flags & EXS_BLOCK) {
+		pq = exs_queue_new(1);
+		if (!pq)
+			return -1;
+		q = pq;
+	}
+	if (count > 16 && !(sl = calloc((size_t)count, sizeof(*sl)))) {
+		if (pq)
+			exs_queue_delete(pq);
+		return exs_err(ENOMEM);
+	}
+	for (i = 0; i < count; i++)
+		sl[i] = (struct exs_accept_slot){ .aa = vec[i], .q = q };
+	s = sock_lock(fd);
+	ret = s ? exs_sock_accept(s, sl, count) : -errno;
+	if (s)
+		UNLOCK();
+	if (sl != slots)
+		free(sl);
+	if (ret) {
+		if (pq)
+			exs_queue_delete(pq);
+		return exs_err(-ret);
+	}
+	if (!pq)
+		return 0;
+	if (wait_private(pq, &ev))
+		return exs_err(EIO);
+	if (ev.exs_evt_errno)
+		return exs_err(ev.exs_evt_errno);
+	if (vec[0].exs_addr)
+		vec[0].exs_addrlen = ev.exs_evt_union.exs_evt_accept.exs_evt_addrlen;
+	return ev.exs_evt_union.exs_evt_accept.exs_evt_new_socket;
+}
+
+int exs_blocking_accept(int fd, struct sockaddr *peer_address, socklen_t *peer_addrlen)
+{
+	struct exs_acceptaddr aa = { .exs_addr = peer_address };
+	int ret;
+
+	if (peer_address && !peer_addrlen)
+		return exs_err(EINVAL);
+	if (peer_address)
+		aa.exs_addrlen = *peer_addrlen;
+	ret = exs_accept(fd, &aa, 1, EXS_BLOCK, NULL);
+	if (ret >= 0 && peer_address)
+		*peer_addrlen = aa.exs_addrlen;
+	return ret;
+}
+
+int exs_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, int flags,
+		struct timeval *timeout, exs_qhandle_t q, exs_ahandle_t ah)
+{
+	struct exs_queue *pq = NULL;
+	struct exs_sock *s;
+	exs_event_t ev;
+	int ret;
+
+	if ((flags & ~EXS_BLOCK) || !timeval_ok(timeout) ||
+	    (!(flags & EXS_BLOCK) && !exs_queue_valid(q)))
+		return exs_err(EINVAL);
+	if (flags & EXS_BLOCK) {
+		pq = exs_queue_new(1);
+		if (!pq)
+			return -1;
+		q = pq;
+	}
+	s = sock_lock(fd);
+	if (!s) {
+		ret = -errno;
+	} else {
+		ret = check_addr(s, addr, addrlen);
+		if (!ret)
+			ret = exs_sock_connect(s, addr, addr_len(s->domain), timeout, q, ah, NULL);
+		UNLOCK();
+	}
+	if (ret) {
+		if (pq)
+			exs_queue_delete(pq);
+		return exs_err(-ret);
+	}
+	if (!pq)
+		return 0;
+	if (wait_private(pq, &ev))
+		return exs_err(EIO);
+	return ev.exs_evt_errno ? exs_err(ev.exs_evt_errno) : 0;
+}
+
+int exs_blocking_connect(int fd, const struct sockaddr *addr, socklen_t addrlen)
+{
+	return exs_connect(fd, addr, addrlen, EXS_BLOCK, NULL, NULL, NULL);
+}
+
+int exs_close(int fd, int flags, exs_qhandle_t q, exs_ahandle_t ah)
+{
+	struct exs_queue *pq = NULL;
+	struct exs_sock *s;
+	exs_event_t ev;
+	int ret;
+
+	if ((flags & ~(EXS_BLOCK | EXS_DONTLINGER)) || (!(flags & EXS_BLOCK) && !exs_queue_valid(q)))
+		return exs_err(EINVAL);
+	if (flags & EXS_BLOCK) {
+		pq = exs_queue_new(1);
+		if (!pq)
+			return -1;
+		q = pq;
+	}
+	s = sock_lock(fd);
+	ret = s ? exs_sock_close(s, flags, q, ah, NULL) : -errno;
+	if (s)
+		UNLOCK();
+	if (ret) {
+		if (pq)
+			exs_queue_delete(pq);
+		return exs_err(-ret);
+	}
+	if (!pq)
+		return 0;
+	if (wait_private(pq, &ev))
+		return exs_err(EIO);
+	return ev.exs_evt_errno ? exs_err(ev.exs_evt_errno) : 0;
+}
+
+int exs_blocking_close(int fd)
+{
+	return exs_close(fd, EXS_BLOCK, NULL, NULL);
+}
+
+/* ---- data */
+
+static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhandle_t q,
+		    exs_ahandle_t ah, exs_mhandle_t mh)
+{
+	int allowed = EXS_BLOCK | EXS_CREDIT_WAIT | EXS_DONTWAIT | EXS_UNSIGNALED;
+	struct exs_queue *pq = NULL;
+	struct exs_sock *s;
+	struct exs_op op;
+	exs_event_t ev;
+	int ret;
+
+	if (kind == EXS_EVT_RECV)
+		allowed |= MSG_WAITALL;
+	if (!buf || !len || (flags & ~allowed))
+		return exs_err(EINVAL);
+	if (len > EXS_MAX_XFER)
+		return exs_err(EMSGSIZE);
+	if (flags & EXS_BLOCK) {
+		pq = exs_queue_new(1);
+		if (!pq)
+			return -1;
+		q = pq;
+		flags &= ~EXS_UNSIGNALED;
+	} else if (q ? !exs_queue_valid(q) : !(flags & EXS_UNSIGNALED)) {
+		return exs_err(EINVAL);
+	}
+	memset(&op, 0, sizeof(op));
+	op.flags = flags;
+	op.q = q;
+	op.ah = ah;
+	op.buf = buf;
+	op.len = len;
+	op.user_mh = mh;
+	s = sock_lock(fd);
+	if (!s) {
+		ret = -errno;
+		goto out_noloc;
+	}
+	if (mh != EXS_MHANDLE_UNREGISTERED) {
+		if (!exs_mreg_valid(mh) || (char *)buf < mh->addr ||
+		    (char *)buf + len > mh->addr + mh->len ||
+		    (kind == EXS_EVT_RECV && (mh->flags & EXS_MRF_RECV_DISABLE))) {
+			ret = -EINVAL;
+			goto out;
+		}
+	}
+	if (s->state != EXS_S_CONNECTED) {
+		ret = -ENOTCONN;
+		goto out;
+	}
+	if (kind == EXS_EVT_RECV && (flags & MSG_WAITALL) && s->type == SOCK_STREAM) {
+		ret = -EOPNOTSUPP; /* not yet: see README "Status" */
+		goto out;
+	}
+	if (mh == EXS_MHANDLE_UNREGISTERED) {
+		op.tmp_mr = ibv_reg_mr(s->conn->dev->pd, buf, len,
+				       kind == EXS_EVT_RECV ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE : 0);
+		if (!op.tmp_mr) {
+			ret = -(errno ? errno : ENOMEM);
+			goto out;
+		}
+		op.lkey = op.tmp_mr->lkey;
+		op.rkey = op.tmp_mr->rkey;
+	} else {
+		struct ibv_mr *mr = exs_mreg_mr(mh, s->conn->dev);
+
+		if (!mr) {
+			ret = -(errno ? errno : ENOMEM);
+			goto out;
+		}
+		op.mreg = mh;
+		op.lkey = mr->lkey;
+		op.rkey = mr->rkey;
+	}
+	if (q)
+		exs_queue_ref(q);
+	for (;;) {
+		ret = kind == EXS_EVT_SEND ? exs_conn_send(s, &op) : exs_conn_recv(s, &op);
+		if (ret != -EBUSY || !(flags & (EXS_CREDIT_WAIT | EXS_BLOCK)))
+			break;
+		pthread_cond_wait(&exs_g.cond, &exs_g.lock);
+		if (exs_sock_get(fd) != s || s->state != EXS_S_CONNECTED) {
+			ret = -ECONNRESET;
+			break;
+		}
+	}
+	if (ret) {
+		if (q)
+			exs_queue_unref(q);
+		if (op.tmp_mr)
+			ibv_dereg_mr(op.tmp_mr);
+	} else if (op.mreg) {
+		/* the op's copy in conn.c owns the reference from now on */
+		mh->refs++;
+	}
+out:
+	UNLOCK();
+out_noloc:
+	if (ret) {
+		if (pq)
+			exs_queue_delete(pq);
+		return exs_err(-ret);
+	}
+	if (!pq)
+		return 0;
+	if (wait_private(pq, &ev))
+		return exs_err(EIO);
+	if (ev.exs_evt_errno)
+		return exs_err(ev.exs_evt_errno);
+	return (ssize_t)ev.exs_evt_union.exs_evt_xfer.exs_evt_length;
+}
+
+ssize_t exs_send(int fd, const void *buf, size_t len, int flags, exs_qhandle_t q,
+		 exs_ahandle_t ah, exs_mhandle_t mh)
+{
+	return xfer(EXS_EVT_SEND, fd, (void *)buf, len, flags, q, ah, mh);
+}
+
+ssize_t exs_recv(int fd, void *buf, size_t len, int flags, exs_qhandle_t q, exs_ahandle_t ah,
+		 exs_mhandle_t mh)
+{
+	return xfer(EXS_EVT_RECV, fd, buf, len, flags, q, ah, mh);
+}
+
+ssize_t exs_blocking_send(int fd, const void *buf, size_t len, int flags, exs_mhandle_t mh)
+{
+	return exs_send(fd, buf, len, flags | EXS_BLOCK, NULL, NULL, mh);
+}
+
+ssize_t exs_blocking_recv(int fd, void *buf, size_t len, int flags, exs_mhandle_t mh)
+{
+	return exs_recv(fd, buf, len, flags | EXS_BLOCK, NULL, NULL, mh);
+}
+
+ssize_t exs_write(int fd, const void *buf, size_t len)
+{
+	return exs_send(fd, buf, len, EXS_BLOCK, NULL, NULL, EXS_MHANDLE_UNREGISTERED);
+}
+
+ssize_t exs_read(int fd, void *buf, size_t len)
+{
+	return exs_recv(fd, buf, len, EXS_BLOCK, NULL, NULL, EXS_MHANDLE_UNREGISTERED);
+}
+
+/* ---- tuning (guide §7) */
+
+int exs_fcntl(int fd, int cmd, ...)
+{
+	struct exs_sock *s;
+	va_list ap;
+	long arg;
+	int old;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, long);
+	va_end(ap);
+	s = sock_lock(fd);
+	if (!s)
+		return -1;
+	switch (cmd) {
+	case EXS_F_GETFLOWCONTROLCREDITS:
+		old = (int)(s->conn && s->state == EXS_S_CONNECTED ? s->conn->credits : s->cfg_credits);
+		UNLOCK();
+		return old;
+	case EXS_F_SETFLOWCONTROLCREDITS:
+		if (arg < 1 || arg > EXS_MAX_CREDITS)
+			return fail_unlock(-EINVAL);
+		if (s->state != EXS_S_NEW && s->state != EXS_S_BOUND && s->state != EXS_S_LISTENING)
+			return fail_unlock(-EISCONN);
+		old = (int)s->cfg_credits;
+		s->cfg_credits = (uint32_t)arg;
+		UNLOCK();
+		return old;
+	case EXS_F_GETSPMAXSIZE:
+		old = (int)s->cfg_sp_max;
+		UNLOCK();
+		return old;
+	case EXS_F_SETSPMAXSIZE:
+		if (arg < 0 || arg > 65536)
+			return fail_unlock(-EINVAL);
+		if (s->state != EXS_S_NEW && s->state != EXS_S_BOUND && s->state != EXS_S_LISTENING)
+			return fail_unlock(-EISCONN);
+		old = (int)s->cfg_sp_max;
+		s->cfg_sp_max = (uint32_t)arg;
+		UNLOCK();
+		return old;
+	default:
+		return fail_unlock(-EINVAL);
+	}
+}

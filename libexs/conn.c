@@ -1,0 +1,491 @@
+/*
+ * The data path of one connection (proto/exs_wire.h): adverts, credits,
+ * placement by RDMA WRITE_WITH_IMM (or WRITE + DONE on iWARP), FIN and
+ * ABORT, and the completions that turn into user events. Every resource is
+ * sized at connection set-up from the credit count, so nothing here
+ * allocates per operation. Called with exs_g.lock held.
+ */
+#include <arpa/inet.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exs_int.h"
+
+enum { WR_RECV = 1, WR_CTL = 2, WR_WRITE = 3 };
+#define WR_ID(kind, i) (((uint64_t)(kind) << 32) | (uint32_t)(i))
+
+static uint32_t ctl_slot_msg(const struct exs_conn *c, uint32_t i)
+{
+	return c->nrecv + i;
+}
+
+int exs_conn_create(struct exs_sock *s, const char *devname, bool iwarp, uint32_t credits)
+{
+	struct exs_conn *c;
+	struct ibv_qp_init_attr qa;
+	int err = ENOMEM;
+	uint32_t i;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->dev = exs_dev_get(devname, &err);
+	if (!c->dev) {
+		free(c);
+		return -err;
+	}
+	err = ENOMEM;
+	c->iwarp = iwarp;
+	c->alloc = c->credits = credits;
+	c->nrecv = 2 * credits + EXS_WIRE_SPARE;
+	c->nsend = 2 * credits + EXS_WIRE_SPARE;
+	c->msg = calloc(c->nrecv + c->nsend, sizeof(*c->msg));
+	c->ctl_free = calloc(c->nsend, sizeof(uint32_t));
+	c->ctl_op = calloc(c->nsend, sizeof(int32_t));
+	c->rop = calloc(credits, sizeof(*c->rop));
+	c->rfree = calloc(credits, sizeof(uint32_t));
+	c->sop = calloc(credits, sizeof(*c->sop));
+	c->sfree = calloc(credits, sizeof(uint32_t));
+	c->sfifo = calloc(credits, sizeof(uint32_t));
+	c->ads = calloc(credits, sizeof(*c->ads));
+	if (!c->msg || !c->ctl_free || !c->ctl_op || !c->rop || !c->rfree || !c->sop ||
+	    !c->sfree || !c->sfifo || !c->ads)
+		goto fail;
+	for (i = 0; i < c->nsend; i++)
+		c->ctl_free[c->nctl_free++] = c->nsend - 1 - i;
+	for (i = 0; i < credits; i++) {
+		c->rfree[c->nrfree++] = credits - 1 - i;
+		c->sfree[c->nsfree++] = credits - 1 - i;
+	}
+	c->msg_mr = ibv_reg_mr(c->dev->pd, c->msg, (c->nrecv + c->nsend) * sizeof(*c->msg),
+			       IBV_ACCESS_LOCAL_WRITE);
+	if (!c->msg_mr)
+		goto fail_errno;
+	c->cq = ibv_create_cq(c->dev->ctx, (int)(c->nrecv + c->nsend + credits + 8),
+			      (void *)(intptr_t)s->fd, c->dev->chan, 0);
+	if (!c->cq)
+		goto fail_errno;
+	if (ibv_req_notify_cq(c->cq, 0))
+		goto fail_errno;
+	memset(&qa, 0, sizeof(qa));
+	qa.send_cq = qa.recv_cq = c->cq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = c->nsend + credits + 4;
+	qa.cap.max_recv_wr = c->nrecv;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	c->qp = ibv_create_qp(c->dev->pd, &qa);
+	if (!c->qp)
+		goto fail_errno;
+	s->conn = c;
+	return 0;
+fail_errno:
+	err = errno ? errno : EIO;
+fail:
+	s->conn = c;
+	exs_conn_destroy(c);
+	s->conn = NULL;
+	return -err;
+}
+
+void exs_conn_destroy(struct exs_conn *c)
+{
+	uint32_t i;
+
+	if (!c)
+		return;
+	for (i = 0; i < c->alloc && c->rop && c->sop; i++) {
+		if (c->rop[i].tmp_mr)
+			ibv_dereg_mr(c->rop[i].tmp_mr);
+		if (c->sop[i].tmp_mr)
+			ibv_dereg_mr(c->sop[i].tmp_mr);
+	}
+	if (c->qp)
+		ibv_destroy_qp(c->qp);
+	if (c->cq)
+		ibv_destroy_cq(c->cq);
+	if (c->msg_mr)
+		ibv_dereg_mr(c->msg_mr);
+	free(c->msg);
+	free(c->ctl_free);
+	free(c->ctl_op);
+	free(c->rop);
+	free(c->rfree);
+	free(c->sop);
+	free(c->sfree);
+	free(c->sfifo);
+	free(c->ads);
+	free(c);
+}
+
+static int post_recv(struct exs_conn *c, uint32_t i)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)&c->msg[i],
+		.length = sizeof(c->msg[i]),
+		.lkey = c->msg_mr->lkey,
+	};
+	struct ibv_recv_wr wr = { .wr_id = WR_ID(WR_RECV, i), .sg_list = &sge, .num_sge = 1 };
+	struct ibv_recv_wr *bad;
+
+	return -ibv_post_recv(c->qp, &wr, &bad);
+}
+
+int exs_conn_modify(struct exs_conn *c, const ExsCtl__QpAttr *a)
+{
+	struct ibv_qp_attr attr;
+	int mask, ret;
+	uint32_t i;
+
+	ret = exs_qpattr_to_ibv(a, &attr, &mask);
+	if (ret)
+		return ret;
+	if (attr.qp_state == IBV_QPS_INIT) {
+		/* rdmacm grants no remote access on the active side; EXS places
+		 * data in both directions, so both ends need remote write */
+		attr.qp_access_flags |= IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+		mask |= IBV_QP_ACCESS_FLAGS;
+	}
+	ret = ibv_modify_qp(c->qp, &attr, mask);
+	if (ret)
+		return -ret;
+	if (attr.qp_state == IBV_QPS_INIT)
+		for (i = 0; i < c->nrecv; i++)
+			if ((ret = post_recv(c, i)))
+				return ret;
+	return 0;
+}
+
+static int post_ctl(struct exs_conn *c, uint8_t type, uint32_t slot, uint64_t addr, uint32_t rkey,
+		    uint32_t len, uint64_t lost, int32_t op)
+{
+	struct exs_wire_msg *m;
+	struct ibv_sge sge;
+	struct ibv_send_wr wr, *bad;
+	uint32_t i;
+	int ret;
+
+	if (!c->nctl_free)
+		return -ENOBUFS;
+	i = c->ctl_free[--c->nctl_free];
+	m = &c->msg[ctl_slot_msg(c, i)];
+	*m = (struct exs_wire_msg){ .version = EXS_WIRE_VERSION, .type = type, .slot = slot,
+				    .addr = addr, .rkey = rkey, .len = len, .lost = lost };
+	c->ctl_op[i] = op;
+	sge = (struct ibv_sge){ .addr = (uintptr_t)m, .length = sizeof(*m), .lkey = c->msg_mr->lkey };
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = WR_ID(WR_CTL, i);
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	ret = ibv_post_send(c->qp, &wr, &bad);
+	if (ret) {
+		c->ctl_free[c->nctl_free++] = i;
+		return -ret;
+	}
+	return 0;
+}
+
+void exs_op_complete(struct exs_sock *s, struct exs_op *op, int err, size_t len, size_t lost)
+{
+	exs_event_t ev;
+	struct exs_conn *c = s->conn;
+	bool is_send = op->kind == EXS_EVT_SEND;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.exs_evt_errno = err;
+	ev.exs_evt_socket = s->fd;
+	ev.exs_evt_ahandle = op->ah;
+	ev.exs_evt_type = op->kind;
+	ev.exs_evt_union.exs_evt_xfer.exs_evt_buffer = op->buf;
+	ev.exs_evt_union.exs_evt_xfer.exs_evt_mhandle = op->user_mh;
+	ev.exs_evt_union.exs_evt_xfer.exs_evt_length = len;
+	ev.exs_evt_union.exs_evt_xfer.exs_evt_amount_lost = lost;
+	if (op->tmp_mr)
+		ibv_dereg_mr(op->tmp_mr);
+	if (op->mreg && op->mreg->refs)
+		op->mreg->refs--;
+	if (op->q) {
+		if ((op->flags & EXS_UNSIGNALED) && !err)
+			exs_queue_unref(op->q);
+		else
+			exs_queue_post(op->q, &ev);
+	}
+	if (!err) {
+		if (is_send)
+			c->bytes_sent += len;
+		else
+			c->bytes_rcvd += len;
+	}
+	memset(op, 0, sizeof(*op));
+	if (is_send)
+		c->sfree[c->nsfree++] = (uint32_t)(op - c->sop);
+	else
+		c->rfree[c->nrfree++] = (uint32_t)(op - c->rop);
+	pthread_cond_broadcast(&exs_g.cond);
+}
+
+/*
+ * Pair pending sends with the peer's adverts, oldest first. SEQPACKET: one
+ * send fills one advert and the rest is reported lost. STREAM: a send
+ * spills over as many adverts as it needs and loses nothing.
+ */
+static void match(struct exs_sock *s)
+{
+	struct exs_conn *c = s->conn;
+	bool seq = s->type == SOCK_SEQPACKET;
+
+	while (c->sf_count && c->ad_count && !c->reset) {
+		uint32_t oi = c->sfifo[c->sf_head];
+		struct exs_op *op = &c->sop[oi];
+		struct exs_wire_msg *ad = &c->ads[c->ad_head];
+		size_t left = op->len - op->done;
+		uint32_t n = left < ad->len ? (uint32_t)left : ad->len;
+		bool last = seq || op->done + n == op->len;
+		bool imm = !c->iwarp && (!seq || n == op->len);
+		struct ibv_sge sge = { .addr = (uintptr_t)op->buf + op->done, .length = n, .lkey = op->lkey };
+		struct ibv_send_wr wr, *bad;
+		int ret;
+
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = WR_ID(WR_WRITE, oi);
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.wr.rdma.remote_addr = ad->addr;
+		wr.wr.rdma.rkey = ad->rkey;
+		if (imm) {
+			wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+			wr.imm_data = htonl(ad->slot);
+			wr.send_flags = last ? IBV_SEND_SIGNALED : 0;
+		} else {
+			wr.opcode = IBV_WR_RDMA_WRITE;
+		}
+		ret = ibv_post_send(c->qp, &wr, &bad);
+		if (!ret && !imm)
+			ret = -post_ctl(c, EXS_WIRE_DONE, ad->slot, 0, 0, n, seq ? op->len - n : 0,
+					last ? (int32_t)oi : -1);
+		op->done += n;
+		c->ad_head = (c->ad_head + 1) % c->alloc;
+		c->ad_count--;
+		if (last) {
+			c->sf_head = (c->sf_head + 1) % c->alloc;
+			c->sf_count--;
+		}
+		if (ret) {
+			exs_sock_conn_broken(s, ECONNRESET);
+			return;
+		}
+	}
+}
+
+static int credits_in_use(uint32_t alloc, uint32_t nfree)
+{
+	return (int)(alloc - nfree);
+}
+
+int exs_conn_recv(struct exs_sock *s, struct exs_op *t)
+{
+	struct exs_conn *c = s->conn;
+	struct exs_op *op;
+	uint32_t slot;
+	int ret;
+
+	if (c->reset && !c->fin_rcvd)
+		return -ECONNRESET;
+	if (credits_in_use(c->alloc, c->nrfree) >= (int)c->credits || !c->nrfree)
+		return -EBUSY;
+	slot = c->rfree[--c->nrfree];
+	op = &c->rop[slot];
+	*op = *t;
+	op->kind = EXS_EVT_RECV;
+	if (c->fin_rcvd) {
+		/* after the peer's FIN every receive is an EOF (guide §5.2) */
+		exs_op_complete(s, op, 0, 0, 0);
+		return 0;
+	}
+	ret = post_ctl(c, EXS_WIRE_ADVERT, slot, (uintptr_t)op->buf, op->rkey, (uint32_t)op->len, 0, -1);
+	if (ret) {
+		memset(op, 0, sizeof(*op));
+		c->rfree[c->nrfree++] = slot;
+		return ret;
+	}
+	return 0;
+}
+
+int exs_conn_send(struct exs_sock *s, struct exs_op *t)
+{
+	struct exs_conn *c = s->conn;
+	uint32_t oi;
+
+	if (c->reset)
+		return -ECONNRESET;
+	if (c->fin_posted)
+		return -EPIPE;
+	if (t->len > c->dev->max_msg_sz)
+		return -EMSGSIZE;
+	if (credits_in_use(c->alloc, c->nsfree) >= (int)c->credits || !c->nsfree)
+		return -EBUSY;
+	oi = c->sfree[--c->nsfree];
+	c->sop[oi] = *t;
+	c->sop[oi].kind = EXS_EVT_SEND;
+	c->sfifo[(c->sf_head + c->sf_count) % c->alloc] = oi;
+	c->sf_count++;
+	match(s);
+	return 0;
+}
+
+bool exs_conn_sends_idle(const struct exs_conn *c)
+{
+	return c->nsfree == c->alloc;
+}
+
+int exs_conn_post_fin(struct exs_sock *s)
+{
+	struct exs_conn *c = s->conn;
+	int ret;
+
+	if (c->fin_posted)
+		return 0;
+	ret = post_ctl(c, EXS_WIRE_FIN, 0, 0, 0, 0, 0, -1);
+	if (!ret)
+		c->fin_posted = true;
+	return ret;
+}
+
+void exs_conn_fail_all(struct exs_sock *s, int err)
+{
+	struct exs_conn *c = s->conn;
+	uint32_t i;
+
+	c->sf_count = 0;
+	c->ad_count = 0;
+	for (i = 0; i < c->alloc; i++) {
+		if (c->sop[i].kind)
+			exs_op_complete(s, &c->sop[i], err, 0, 0);
+		if (c->rop[i].kind)
+			exs_op_complete(s, &c->rop[i], err, 0, 0);
+	}
+}
+
+void exs_conn_abort(struct exs_sock *s)
+{
+	struct exs_conn *c = s->conn;
+
+	exs_conn_fail_all(s, ECONNABORTED);
+	if (!c->reset && !c->fin_posted && !post_ctl(c, EXS_WIRE_ABORT, 0, 0, 0, 0, 0, -1))
+		c->fin_posted = true;
+	else
+		c->fin_done = true;
+	c->reset = true;
+}
+
+static void complete_slot(struct exs_sock *s, uint32_t slot, size_t len, size_t lost)
+{
+	struct exs_conn *c = s->conn;
+
+	if (slot >= c->alloc || c->rop[slot].kind != EXS_EVT_RECV || len > c->rop[slot].len) {
+		exs_sock_conn_broken(s, EPROTO);
+		return;
+	}
+	exs_op_complete(s, &c->rop[slot], 0, len, lost);
+}
+
+static void on_message(struct exs_sock *s, const struct exs_wire_msg *m)
+{
+	struct exs_conn *c = s->conn;
+	uint32_t i;
+
+	if (m->version != EXS_WIRE_VERSION) {
+		exs_sock_conn_broken(s, EPROTO);
+		return;
+	}
+	switch (m->type) {
+	case EXS_WIRE_ADVERT:
+		if (c->ad_count == c->alloc || !m->len) {
+			exs_sock_conn_broken(s, EPROTO);
+			return;
+		}
+		c->ads[(c->ad_head + c->ad_count) % c->alloc] = *m;
+		c->ad_count++;
+		match(s);
+		break;
+	case EXS_WIRE_DONE:
+		complete_slot(s, m->slot, m->len, s->type == SOCK_SEQPACKET ? m->lost : 0);
+		break;
+	case EXS_WIRE_FIN:
+		c->fin_rcvd = true;
+		for (i = 0; i < c->alloc; i++)
+			if (c->rop[i].kind)
+				exs_op_complete(s, &c->rop[i], 0, 0, 0);
+		break;
+	case EXS_WIRE_ABORT:
+		exs_sock_conn_broken(s, ECONNRESET);
+		break;
+	default:
+		exs_sock_conn_broken(s, EPROTO);
+	}
+}
+
+static void on_wc(struct exs_sock *s, const struct ibv_wc *wc)
+{
+	struct exs_conn *c = s->conn;
+	uint32_t kind = (uint32_t)(wc->wr_id >> 32), i = (uint32_t)wc->wr_id;
+	struct exs_wire_msg m;
+
+	if (wc->status != IBV_WC_SUCCESS) {
+		if (kind == WR_CTL && i < c->nsend) {
+			c->ctl_free[c->nctl_free++] = i;
+			if (c->msg[ctl_slot_msg(c, i)].type == EXS_WIRE_FIN ||
+			    c->msg[ctl_slot_msg(c, i)].type == EXS_WIRE_ABORT)
+				c->fin_done = true;
+		}
+		if (!c->reset)
+			exs_sock_conn_broken(s, ECONNRESET);
+		return;
+	}
+	switch (kind) {
+	case WR_RECV:
+		if (i >= c->nrecv)
+			break;
+		if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+			if (!c->reset)
+				complete_slot(s, ntohl(wc->imm_data), wc->byte_len, 0);
+		} else if (wc->byte_len == sizeof(m)) {
+			m = c->msg[i];
+			if (!c->reset)
+				on_message(s, &m);
+		} else if (!c->reset) {
+			exs_sock_conn_broken(s, EPROTO);
+		}
+		if (!c->reset && post_recv(c, i))
+			exs_sock_conn_broken(s, ECONNRESET);
+		break;
+	case WR_WRITE:
+		if (i < c->alloc && c->sop[i].kind == EXS_EVT_SEND)
+			exs_op_complete(s, &c->sop[i], 0, c->sop[i].len, 0);
+		break;
+	case WR_CTL:
+		if (i >= c->nsend)
+			break;
+		c->ctl_free[c->nctl_free++] = i;
+		m = c->msg[ctl_slot_msg(c, i)];
+		if (m.type == EXS_WIRE_DONE && c->ctl_op[i] >= 0 &&
+		    c->sop[c->ctl_op[i]].kind == EXS_EVT_SEND)
+			exs_op_complete(s, &c->sop[c->ctl_op[i]], 0, c->sop[c->ctl_op[i]].len, 0);
+		if (m.type == EXS_WIRE_FIN || m.type == EXS_WIRE_ABORT)
+			c->fin_done = true;
+		break;
+	}
+}
+
+/* Drain the connection's CQ. The caller re-armed notification first, and
+ * calls exs_sock_maybe_finish_close() afterwards: nothing here frees `s`. */
+void exs_conn_progress(struct exs_sock *s)
+{
+	struct ibv_wc wc[16];
+	int n, i;
+
+	while (s->conn && (n = ibv_poll_cq(s->conn->cq, 16, wc)) > 0)
+		for (i = 0; i < n && s->conn; i++)
+			on_wc(s, &wc[i]);
+}

@@ -1,0 +1,227 @@
+/*
+ * The channel to exsd (proto/exs_control.proto). Opened lazily by the
+ * first call that needs exsd and reopened after exsd went away; while exsd
+ * is unreachable such calls fail with ENETDOWN at once. Requests wait for
+ * their reply (matched by seq) at most EXS_CTL_TIMEOUT_MS; events go to
+ * sock.c. Called with exs_g.lock held, except exs_ctl_input's read.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "exs_int.h"
+
+struct waiter {
+	uint32_t seq;
+	bool done;
+	int err;
+	ExsCtl__Msg *reply;
+	struct waiter *next;
+};
+static struct waiter *waiters;
+
+void exs_ctl_msg_init(ExsCtl__Msg *m)
+{
+	exs_ctl__msg__init(m);
+	m->version = EXS_CTL_VERSION;
+}
+
+static int ctl_write(ExsCtl__Msg *m)
+{
+	uint8_t buf[EXS_CTL_MAX_MSG];
+	size_t n = exs_ctl__msg__get_packed_size(m);
+
+	if (n > sizeof(buf))
+		return -EMSGSIZE;
+	exs_ctl__msg__pack(m, buf);
+	if (send(exs_g.ctl_fd, buf, n, MSG_NOSIGNAL) != (ssize_t)n)
+		return -ENETDOWN;
+	return 0;
+}
+
+static void ctl_lost(void)
+{
+	struct waiter *w;
+
+	if (exs_g.ctl_fd < 0)
+		return;
+	exs_progress_del_fd(exs_g.ctl_fd);
+	close(exs_g.ctl_fd);
+	exs_g.ctl_fd = -1;
+	for (w = waiters; w; w = w->next) {
+		w->done = true;
+		w->err = ENETDOWN;
+	}
+	exs_sock_ctl_lost();
+	pthread_cond_broadcast(&exs_g.cond);
+}
+
+static int wait_reply(struct waiter *w)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += EXS_CTL_TIMEOUT_MS / 1000;
+	w->next = waiters;
+	waiters = w;
+	while (!w->done)
+		if (pthread_cond_timedwait(&exs_g.cond, &exs_g.lock, &ts) == ETIMEDOUT && !w->done) {
+			w->done = true;
+			w->err = ETIMEDOUT;
+		}
+	for (struct waiter **p = &waiters; *p; p = &(*p)->next)
+		if (*p == w) {
+			*p = w->next;
+			break;
+		}
+	return -w->err;
+}
+
+static int ctl_open(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	ExsCtl__Msg m, *reply = NULL;
+	ExsCtl__Hello hello = EXS_CTL__HELLO__INIT;
+	char comm[32] = "";
+	FILE *f;
+	int fd, ret;
+
+	if (strlen(exs_g.ctl_path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, exs_g.ctl_path);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		close(fd);
+		return -ENETDOWN;
+	}
+	exs_g.ctl_fd = fd;
+	ret = exs_progress_add_fd(fd, NULL);
+	if (ret) {
+		close(fd);
+		exs_g.ctl_fd = -1;
+		return ret;
+	}
+	f = fopen("/proc/self/comm", "r");
+	if (f) {
+		if (fgets(comm, sizeof(comm), f))
+			comm[strcspn(comm, "\n")] = 0;
+		fclose(f);
+	}
+	exs_ctl_msg_init(&m);
+	hello.pid = (uint32_t)getpid();
+	hello.comm = comm;
+	m.body_case = EXS_CTL__MSG__BODY_HELLO;
+	m.hello = &hello;
+	m.seq = ++exs_g.ctl_seq;
+	struct waiter w = { .seq = m.seq };
+	ret = ctl_write(&m);
+	if (!ret)
+		ret = wait_reply(&w);
+	reply = w.reply;
+	if (!ret && (!reply || reply->body_case != EXS_CTL__MSG__BODY_HELLO_REPLY))
+		ret = -EPROTO;
+	if (reply)
+		exs_ctl__msg__free_unpacked(reply, NULL);
+	if (ret) {
+		ctl_lost();
+		return ret == -ETIMEDOUT ? -ETIMEDOUT : -ENETDOWN;
+	}
+	return 0;
+}
+
+static int ctl_ensure(void)
+{
+	return exs_g.ctl_fd >= 0 ? 0 : ctl_open();
+}
+
+/* Fire and forget (events answered from the progress thread). */
+int exs_ctl_send(ExsCtl__Msg *m)
+{
+	int ret = ctl_ensure();
+
+	if (ret)
+		return ret;
+	m->seq = 0;
+	ret = ctl_write(m);
+	if (ret)
+		ctl_lost();
+	return ret;
+}
+
+/* A request and its reply; an Error reply becomes -err. */
+int exs_ctl_call(ExsCtl__Msg *req, ExsCtl__Msg **ret_reply)
+{
+	struct waiter w = { 0 };
+	int ret = ctl_ensure();
+
+	if (ret)
+		return ret;
+	req->seq = w.seq = ++exs_g.ctl_seq ? exs_g.ctl_seq : ++exs_g.ctl_seq;
+	ret = ctl_write(req);
+	if (ret) {
+		ctl_lost();
+		return ret;
+	}
+	ret = wait_reply(&w);
+	if (ret) {
+		if (w.reply)
+			exs_ctl__msg__free_unpacked(w.reply, NULL);
+		return ret;
+	}
+	if (w.reply->body_case == EXS_CTL__MSG__BODY_ERROR) {
+		ret = w.reply->error->err > 0 && w.reply->error->err < 4096 ? -w.reply->error->err : -EIO;
+		exs_ctl__msg__free_unpacked(w.reply, NULL);
+		return ret;
+	}
+	if (ret_reply)
+		*ret_reply = w.reply;
+	else
+		exs_ctl__msg__free_unpacked(w.reply, NULL);
+	return 0;
+}
+
+/* Progress thread: the channel is readable. */
+void exs_ctl_input(int fd)
+{
+	uint8_t buf[EXS_CTL_MAX_MSG];
+	ssize_t n;
+
+	for (;;) {
+		ExsCtl__Msg *m;
+		struct waiter *w;
+
+		n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		pthread_mutex_lock(&exs_g.lock);
+		if (fd != exs_g.ctl_fd) {
+			pthread_mutex_unlock(&exs_g.lock);
+			return;
+		}
+		if (n <= 0 || n > (ssize_t)sizeof(buf) ||
+		    !(m = exs_ctl__msg__unpack(NULL, (size_t)n, buf)) || m->version != EXS_CTL_VERSION) {
+			/* exsd went away or spoke nonsense: drop the channel */
+			ctl_lost();
+			pthread_mutex_unlock(&exs_g.lock);
+			return;
+		}
+		for (w = waiters; w && m->seq; w = w->next)
+			if (w->seq == m->seq && !w->done)
+				break;
+		if (m->seq && w) {
+			w->reply = m;
+			w->done = true;
+			pthread_cond_broadcast(&exs_g.cond);
+		} else {
+			if (!exs_sock_event(m))
+				exs_ctl__msg__free_unpacked(m, NULL);
+		}
+		pthread_mutex_unlock(&exs_g.lock);
+	}
+}

@@ -1,0 +1,241 @@
+/*
+ * Private to libexs: the objects behind the public handles and the calls
+ * between the library's modules. Layering: api.c (public calls, argument
+ * checks) -> sock.c (socket states, connection setup via exsd) and conn.c
+ * (data path) -> verbs.c (devices, memory) and ctl.c (the exsd channel).
+ * One library lock (exs_g.lock) guards sockets, connections and
+ * registrations; queues have their own lock so dequeuing never waits for
+ * the data path.
+ */
+#ifndef EXS_INT_H
+#define EXS_INT_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <infiniband/verbs.h>
+
+#include "exs.h"
+#include "exs_wire.h"
+#include "exs_control.pb-c.h"
+#include "exs_qpattr.h"
+
+#define EXS_CTL_VERSION 1
+#define EXS_CTL_MAX_MSG 4096
+#define EXS_DEFAULT_SOCKET "/run/exs/exsd.sock"
+
+/* bounds on what a caller controls */
+#define EXS_MAX_SOCKETS 65536
+#define EXS_MAX_QDEPTH (1 << 20)
+#define EXS_MAX_CREDITS 1024
+#define EXS_DEFAULT_CREDITS 32
+#define EXS_MAX_BACKLOG 4096
+#define EXS_MAX_XFER ((size_t)INT32_MAX)
+#define EXS_MAX_DEVS 16
+#define EXS_CTL_TIMEOUT_MS 10000
+
+static inline int exs_err(int e)
+{
+	errno = e;
+	return -1;
+}
+
+/* ---- queue.c */
+struct exs_queue {
+	uint32_t magic;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	exs_event_t *ev;
+	unsigned cap, head, count;
+	unsigned refs; /* started operations that will post here */
+	struct exs_queue *next_free;
+};
+#define EXS_QUEUE_MAGIC 0x45585351u
+struct exs_queue *exs_queue_new(int depth);
+int exs_queue_delete(struct exs_queue *q);
+bool exs_queue_valid(const struct exs_queue *q);
+int exs_queue_dequeue(struct exs_queue *q, exs_event_t *ev, int count, const struct timeval *tmo);
+void exs_queue_post(struct exs_queue *q, const exs_event_t *ev);
+void exs_queue_ref(struct exs_queue *q);
+void exs_queue_unref(struct exs_queue *q);
+
+/* ---- verbs.c: devices and registrations */
+struct exs_dev {
+	int index;
+	char name[IBV_SYSFS_NAME_MAX];
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_comp_channel *chan;
+	struct ibv_device_attr attr;
+	uint32_t max_msg_sz;
+};
+struct exs_mreg {
+	uint32_t magic;
+	char *addr;
+	size_t len;
+	int flags;
+	unsigned refs;
+	struct ibv_mr *mr[EXS_MAX_DEVS];
+	struct exs_mreg *next_free;
+};
+#define EXS_MREG_MAGIC 0x4558534du
+struct exs_dev *exs_dev_get(const char *name, int *ret_err);
+void exs_devs_close(void);
+struct exs_mreg *exs_mreg_new(void *addr, size_t len, int flags);
+int exs_mreg_delete(struct exs_mreg *m);
+bool exs_mreg_valid(const struct exs_mreg *m);
+struct ibv_mr *exs_mreg_mr(struct exs_mreg *m, struct exs_dev *d);
+
+/* ---- conn.c: the data path of one connection */
+struct exs_op {
+	int kind; /* EXS_EVT_SEND / EXS_EVT_RECV */
+	int flags;
+	struct exs_queue *q;
+	exs_ahandle_t ah;
+	char *buf;
+	size_t len;
+	size_t done; /* send: bytes placed so far */
+	exs_mhandle_t user_mh;
+	struct exs_mreg *mreg;  /* explicit registration (ref held) */
+	struct ibv_mr *tmp_mr;  /* implicit registration of this call */
+	uint32_t lkey, rkey;
+};
+struct exs_conn {
+	struct exs_dev *dev;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	bool iwarp;
+	uint32_t alloc;   /* resources sized for this many credits */
+	uint32_t credits; /* negotiated */
+	/* control messages: [0, nrecv) receive slots, then send slots */
+	struct exs_wire_msg *msg;
+	struct ibv_mr *msg_mr;
+	uint32_t nrecv, nsend;
+	uint32_t *ctl_free;
+	uint32_t nctl_free;
+	int32_t *ctl_op; /* send slot -> send op it completes, or -1 */
+	/* receive operations, indexed by advert slot */
+	struct exs_op *rop;
+	uint32_t *rfree;
+	uint32_t nrfree;
+	/* send operations and the FIFOs that match them with adverts */
+	struct exs_op *sop;
+	uint32_t *sfree;
+	uint32_t nsfree;
+	uint32_t *sfifo;
+	uint32_t sf_head, sf_count;
+	struct exs_wire_msg *ads;
+	uint32_t ad_head, ad_count;
+	bool fin_rcvd, fin_posted, fin_done, reset;
+	uint64_t bytes_sent, bytes_rcvd;
+};
+struct exs_sock;
+int exs_conn_create(struct exs_sock *s, const char *dev, bool iwarp, uint32_t credits);
+int exs_conn_modify(struct exs_conn *c, const ExsCtl__QpAttr *a);
+void exs_conn_destroy(struct exs_conn *c);
+int exs_conn_send(struct exs_sock *s, struct exs_op *tmpl);
+int exs_conn_recv(struct exs_sock *s, struct exs_op *tmpl);
+void exs_conn_progress(struct exs_sock *s);
+int exs_conn_post_fin(struct exs_sock *s);
+void exs_conn_abort(struct exs_sock *s);
+void exs_conn_fail_all(struct exs_sock *s, int err);
+bool exs_conn_sends_idle(const struct exs_conn *c);
+void exs_op_complete(struct exs_sock *s, struct exs_op *op, int err, size_t len, size_t lost);
+
+/* ---- sock.c: sockets and their life cycle */
+enum exs_sock_state {
+	EXS_S_FREE,
+	EXS_S_NEW,
+	EXS_S_BOUND,
+	EXS_S_LISTENING,
+	EXS_S_CONNECTING,
+	EXS_S_ACCEPTING, /* passive side, set up on behalf of a listener */
+	EXS_S_CONNECTED,
+	EXS_S_CLOSING,
+};
+const char *exs_sock_state_name(enum exs_sock_state s);
+
+struct exs_accept_slot {
+	struct exs_acceptaddr aa;
+	struct exs_queue *q; /* NULL: a blocking accept waiting on `done` */
+	int *ret_fd;
+	struct sockaddr_storage *ret_addr;
+	socklen_t *ret_len;
+	bool done;
+	int err;
+};
+struct exs_sock {
+	int fd;
+	enum exs_sock_state state;
+	int domain, type;
+	uint32_t cfg_credits, cfg_sp_max;
+	bool known_to_exsd;
+	struct sockaddr_storage local, peer;
+	socklen_t local_len, peer_len;
+	/* listener */
+	uint32_t backlog;
+	ExsCtl__Msg **reqs; /* pending connection requests, FIFO */
+	uint32_t req_head, req_count;
+	struct exs_accept_slot *acc; /* pending accepts, FIFO (cap EXS_MAX_BACKLOG) */
+	uint32_t acc_head, acc_count, acc_cap;
+	/* passive connection: who accepted it */
+	int listener_fd;
+	struct exs_accept_slot accepted_by;
+	/* active connection */
+	struct exs_queue *op_q;
+	exs_ahandle_t op_ah;
+	int *op_done; /* blocking waiters */
+	int op_err;
+	/* close */
+	struct exs_queue *close_q;
+	exs_ahandle_t close_ah;
+	bool close_abort;
+	struct exs_conn *conn;
+};
+
+/* ---- ctl.c: the channel to exsd */
+int exs_ctl_call(ExsCtl__Msg *req, ExsCtl__Msg **ret_reply);
+int exs_ctl_send(ExsCtl__Msg *m);
+void exs_ctl_input(int fd);
+void exs_ctl_msg_init(ExsCtl__Msg *m);
+
+/* ---- progress.c */
+int exs_progress_start(void);
+int exs_progress_add_fd(int fd, void *tag);
+void exs_progress_del_fd(int fd);
+
+/* ---- sock.c */
+struct exs_sock *exs_sock_get(int fd);
+struct exs_sock *exs_sock_alloc(int domain, int type);
+void exs_sock_free(struct exs_sock *s);
+bool exs_sock_event(ExsCtl__Msg *m); /* an exsd event, lock held; true: kept m */
+void exs_sock_ctl_lost(void);
+void exs_sock_maybe_finish_close(struct exs_sock *s);
+void exs_sock_conn_broken(struct exs_sock *s, int err);
+int exs_sock_bind(struct exs_sock *s, const struct sockaddr *a, socklen_t len);
+int exs_sock_listen(struct exs_sock *s, int backlog);
+int exs_sock_connect(struct exs_sock *s, const struct sockaddr *a, socklen_t len,
+		     const struct timeval *tmo, struct exs_queue *q, exs_ahandle_t ah, int *done);
+int exs_sock_accept(struct exs_sock *s, struct exs_accept_slot *slots, int n);
+int exs_sock_close(struct exs_sock *s, int flags, struct exs_queue *q, exs_ahandle_t ah, int *done);
+
+struct exs_global {
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* any state change a blocked caller may wait for */
+	bool inited;
+	int epfd, wakefd;
+	pthread_t thread;
+	int ctl_fd;
+	uint32_t ctl_seq;
+	const char *ctl_path;
+	struct exs_sock **socks;
+	struct exs_dev *devs[EXS_MAX_DEVS];
+	int ndevs;
+};
+extern struct exs_global exs_g;
+
+#endif

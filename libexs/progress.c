@@ -1,0 +1,91 @@
+/*
+ * The progress thread: one per process, started by exs_init(). It sleeps
+ * in epoll on the exsd channel and on each device's completion channel,
+ * and turns completions and exsd events into state changes and user
+ * events. It takes exs_g.lock only while it processes.
+ */
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "exs_int.h"
+
+int exs_progress_add_fd(int fd, void *tag)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = tag };
+
+	/* tag NULL = the exsd channel; otherwise a struct exs_dev */
+	if (!tag)
+		ev.data.u64 = (uint64_t)(uint32_t)fd | (1ull << 63);
+	return epoll_ctl(exs_g.epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
+}
+
+void exs_progress_del_fd(int fd)
+{
+	epoll_ctl(exs_g.epfd, EPOLL_CTL_DEL, fd, NULL);
+}
+
+static void dev_input(struct exs_dev *d)
+{
+	struct ibv_cq *cq;
+	void *ctx;
+
+	while (!ibv_get_cq_event(d->chan, &cq, &ctx)) {
+		int fd = (int)(intptr_t)ctx;
+		struct exs_sock *s;
+
+		ibv_ack_cq_events(cq, 1);
+		pthread_mutex_lock(&exs_g.lock);
+		s = exs_sock_get(fd);
+		/* the fd may have been closed and reused since: check the CQ */
+		if (s && s->conn && s->conn->cq == cq) {
+			ibv_req_notify_cq(cq, 0);
+			exs_conn_progress(s);
+			exs_sock_maybe_finish_close(s);
+		}
+		pthread_mutex_unlock(&exs_g.lock);
+	}
+}
+
+static void *progress_main(void *arg)
+{
+	struct epoll_event ev[16];
+	int n, i;
+
+	(void)arg;
+	for (;;) {
+		n = epoll_wait(exs_g.epfd, ev, 16, -1);
+		for (i = 0; i < n; i++) {
+			if (ev[i].data.u64 & (1ull << 63))
+				exs_ctl_input((int)(uint32_t)ev[i].data.u64);
+			else if (ev[i].data.ptr)
+				dev_input(ev[i].data.ptr);
+		}
+	}
+	return NULL;
+}
+
+int exs_progress_start(void)
+{
+	sigset_t all, old;
+	int ret;
+
+	exs_g.epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (exs_g.epfd < 0)
+		return -errno;
+	/* the application's signals are not ours to take */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	ret = pthread_create(&exs_g.thread, NULL, progress_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret) {
+		close(exs_g.epfd);
+		exs_g.epfd = -1;
+		return -ret;
+	}
+	pthread_detach(exs_g.thread);
+	pthread_setname_np(exs_g.thread, "exs-progress");
+	return 0;
+}

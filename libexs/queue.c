@@ -1,0 +1,182 @@
+/*
+ * Event queues (guide §2.1, §11.2.6): a ring of exs_event_t per queue,
+ * pre-sized to the depth asked for and grown only when a caller outruns it.
+ * Queue objects are never returned to the allocator: a deleted queue keeps
+ * a dead magic, so a stale handle is refused with EINVAL instead of
+ * touching freed memory.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "exs_int.h"
+
+
+static pthread_mutex_t free_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct exs_queue *free_list;
+
+bool exs_queue_valid(const struct exs_queue *q)
+{
+	return q && q != (void *)EXS_MHANDLE_UNREGISTERED &&
+	       __atomic_load_n(&q->magic, __ATOMIC_ACQUIRE) == EXS_QUEUE_MAGIC;
+}
+
+struct exs_queue *exs_queue_new(int depth)
+{
+	struct exs_queue *q;
+
+	if (depth <= 0 || depth > EXS_MAX_QDEPTH) {
+		errno = EINVAL;
+		return NULL;
+	}
+	pthread_mutex_lock(&free_lock);
+	q = free_list;
+	if (q)
+		free_list = q->next_free;
+	pthread_mutex_unlock(&free_lock);
+	if (!q) {
+		q = calloc(1, sizeof(*q));
+		if (!q)
+			return NULL;
+		pthread_mutex_init(&q->lock, NULL);
+		pthread_condattr_t ca;
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&q->cond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
+	q->ev = calloc((size_t)depth, sizeof(*q->ev));
+	if (!q->ev) {
+		pthread_mutex_lock(&free_lock);
+		q->next_free = free_list;
+		free_list = q;
+		pthread_mutex_unlock(&free_lock);
+		errno = ENOMEM;
+		return NULL;
+	}
+	q->cap = (unsigned)depth;
+	q->head = q->count = q->refs = 0;
+	q->next_free = NULL;
+	__atomic_store_n(&q->magic, EXS_QUEUE_MAGIC, __ATOMIC_RELEASE);
+	return q;
+}
+
+int exs_queue_delete(struct exs_queue *q)
+{
+	pthread_mutex_lock(&q->lock);
+	if (q->magic != EXS_QUEUE_MAGIC) {
+		pthread_mutex_unlock(&q->lock);
+		return -EINVAL;
+	}
+	if (q->refs) {
+		pthread_mutex_unlock(&q->lock);
+		return -EBUSY;
+	}
+	__atomic_store_n(&q->magic, 0, __ATOMIC_RELEASE);
+	free(q->ev);
+	q->ev = NULL;
+	q->cap = q->count = 0;
+	pthread_cond_broadcast(&q->cond); /* waiters see the dead magic */
+	pthread_mutex_unlock(&q->lock);
+	pthread_mutex_lock(&free_lock);
+	q->next_free = free_list;
+	free_list = q;
+	pthread_mutex_unlock(&free_lock);
+	return 0;
+}
+
+void exs_queue_ref(struct exs_queue *q)
+{
+	pthread_mutex_lock(&q->lock);
+	q->refs++;
+	pthread_mutex_unlock(&q->lock);
+}
+
+void exs_queue_unref(struct exs_queue *q)
+{
+	pthread_mutex_lock(&q->lock);
+	if (q->refs)
+		q->refs--;
+	pthread_mutex_unlock(&q->lock);
+}
+
+/* Post an event; drops the reference of the operation that posts it. */
+void exs_queue_post(struct exs_queue *q, const exs_event_t *ev)
+{
+	pthread_mutex_lock(&q->lock);
+	if (q->magic != EXS_QUEUE_MAGIC)
+		goto out;
+	if (q->count == q->cap) {
+		unsigned ncap = q->cap * 2;
+		exs_event_t *n = calloc(ncap, sizeof(*n));
+
+		if (!n)
+			goto out; /* nothing sane left to do; the event is lost */
+		for (unsigned i = 0; i < q->count; i++)
+			n[i] = q->ev[(q->head + i) % q->cap];
+		free(q->ev);
+		q->ev = n;
+		q->head = 0;
+		q->cap = ncap;
+	}
+	q->ev[(q->head + q->count) % q->cap] = *ev;
+	q->count++;
+	pthread_cond_broadcast(&q->cond);
+out:
+	if (q->refs)
+		q->refs--;
+	pthread_mutex_unlock(&q->lock);
+}
+
+static void deadline_after(struct timespec *ts, const struct timeval *tmo)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += tmo->tv_sec + tmo->tv_usec / 1000000;
+	ts->tv_nsec += (tmo->tv_usec % 1000000) * 1000;
+	if (ts->tv_nsec >= 1000000000) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000;
+	}
+}
+
+/*
+ * count > 0: wait for at least one event, return up to count.
+ * count < 0: wait until at least -count events are there, return -count.
+ * Returns the number of events, 0 on timeout, or -errno.
+ */
+int exs_queue_dequeue(struct exs_queue *q, exs_event_t *ev, int count, const struct timeval *tmo)
+{
+	unsigned want = count < 0 ? (unsigned)-(long)count : 1;
+	unsigned max = count < 0 ? want : (unsigned)count;
+	struct timespec deadline;
+	int n = 0;
+
+	if (tmo)
+		deadline_after(&deadline, tmo);
+	pthread_mutex_lock(&q->lock);
+	for (;;) {
+		if (q->magic != EXS_QUEUE_MAGIC) {
+			n = -EINVAL;
+			goto out;
+		}
+		if (q->count >= want)
+			break;
+		if (tmo && tmo->tv_sec == 0 && tmo->tv_usec == 0)
+			goto out;
+		if (tmo) {
+			if (pthread_cond_timedwait(&q->cond, &q->lock, &deadline) == ETIMEDOUT &&
+			    q->count < want)
+				goto out;
+		} else {
+			pthread_cond_wait(&q->cond, &q->lock);
+		}
+	}
+	while (q->count && (unsigned)n < max) {
+		ev[n++] = q->ev[q->head];
+		q->head = (q->head + 1) % q->cap;
+		q->count--;
+	}
+out:
+	pthread_mutex_unlock(&q->lock);
+	return n;
+}

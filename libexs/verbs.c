@@ -1,0 +1,136 @@
+/*
+ * Verbs devices and memory registrations. A device is opened the first
+ * time exsd routes a connection over it (exsd names it), with one PD and
+ * one completion channel per device for the whole process. A user
+ * registration (exs_mregister) is device-independent: it is registered
+ * with a device lazily, on its first use there, and kept until
+ * exs_mderegister. Called with exs_g.lock held unless noted.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exs_int.h"
+
+struct exs_dev *exs_dev_get(const char *name, int *ret_err)
+{
+	struct ibv_device **list;
+	struct exs_dev *d = NULL;
+	struct ibv_port_attr pa;
+	int n, i, err = ENODEV;
+
+	for (i = 0; i < exs_g.ndevs; i++)
+		if (!strcmp(exs_g.devs[i]->name, name))
+			return exs_g.devs[i];
+	if (exs_g.ndevs == EXS_MAX_DEVS) {
+		*ret_err = ENOSPC;
+		return NULL;
+	}
+	list = ibv_get_device_list(&n);
+	if (!list) {
+		*ret_err = errno ? errno : ENODEV;
+		return NULL;
+	}
+	for (i = 0; i < n; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), name))
+			break;
+	if (i == n)
+		goto out;
+	d = calloc(1, sizeof(*d));
+	if (!d) {
+		err = ENOMEM;
+		goto out;
+	}
+	snprintf(d->name, sizeof(d->name), "%s", name);
+	d->ctx = ibv_open_device(list[i]);
+	if (!d->ctx)
+		goto fail;
+	if (ibv_query_device(d->ctx, &d->attr) || ibv_query_port(d->ctx, 1, &pa))
+		goto fail;
+	d->max_msg_sz = pa.max_msg_sz;
+	d->pd = ibv_alloc_pd(d->ctx);
+	d->chan = d->pd ? ibv_create_comp_channel(d->ctx) : NULL;
+	if (!d->chan)
+		goto fail;
+	fcntl(d->chan->fd, F_SETFL, fcntl(d->chan->fd, F_GETFL) | O_NONBLOCK);
+	d->index = exs_g.ndevs;
+	err = -exs_progress_add_fd(d->chan->fd, d);
+	if (err)
+		goto fail;
+	exs_g.devs[exs_g.ndevs++] = d;
+	ibv_free_device_list(list);
+	return d;
+fail:
+	if (!err || err == ENODEV)
+		err = errno ? errno : EIO;
+	if (d->chan)
+		ibv_destroy_comp_channel(d->chan);
+	if (d->pd)
+		ibv_dealloc_pd(d->pd);
+	if (d->ctx)
+		ibv_close_device(d->ctx);
+	free(d);
+	d = NULL;
+out:
+	ibv_free_device_list(list);
+	*ret_err = err;
+	return NULL;
+}
+
+/* ---- registrations; objects are recycled, never freed (see queue.c) */
+static pthread_mutex_t mfree_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct exs_mreg *mfree_list;
+
+bool exs_mreg_valid(const struct exs_mreg *m)
+{
+	return m && m != EXS_MHANDLE_UNREGISTERED &&
+	       __atomic_load_n(&m->magic, __ATOMIC_ACQUIRE) == EXS_MREG_MAGIC;
+}
+
+struct exs_mreg *exs_mreg_new(void *addr, size_t len, int flags)
+{
+	struct exs_mreg *m;
+
+	pthread_mutex_lock(&mfree_lock);
+	m = mfree_list;
+	if (m)
+		mfree_list = m->next_free;
+	pthread_mutex_unlock(&mfree_lock);
+	if (!m && !(m = malloc(sizeof(*m))))
+		return NULL;
+	memset(m, 0, sizeof(*m));
+	m->addr = addr;
+	m->len = len;
+	m->flags = flags;
+	__atomic_store_n(&m->magic, EXS_MREG_MAGIC, __ATOMIC_RELEASE);
+	return m;
+}
+
+int exs_mreg_delete(struct exs_mreg *m)
+{
+	int i;
+
+	if (m->refs)
+		return -EBUSY;
+	for (i = 0; i < EXS_MAX_DEVS; i++)
+		if (m->mr[i])
+			ibv_dereg_mr(m->mr[i]);
+	__atomic_store_n(&m->magic, 0, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&mfree_lock);
+	m->next_free = mfree_list;
+	mfree_list = m;
+	pthread_mutex_unlock(&mfree_lock);
+	return 0;
+}
+
+struct ibv_mr *exs_mreg_mr(struct exs_mreg *m, struct exs_dev *d)
+{
+	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+
+	if (m->flags & EXS_MRF_RECV_DISABLE)
+		access = 0;
+	if (!m->mr[d->index])
+		m->mr[d->index] = ibv_reg_mr(d->pd, m->addr, m->len, access);
+	return m->mr[d->index];
+}

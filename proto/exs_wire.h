@@ -1,0 +1,90 @@
+/*
+ * The EXS wire protocol: what crosses the network between two hosts. This
+ * header is its one definition; exsd and libexs both build from it.
+ *
+ * Version history (EXS_WIRE_VERSION):
+ *   1  (2026-11-22) setup request/response in CM private data; adverts,
+ *      RDMA WRITE_WITH_IMM placement, WRITE + DONE placement, FIN, ABORT.
+ *
+ * 1. Setup, carried by exsd in rdmacm private data (all fields big-endian).
+ *    The active side's exsd sends a request in rdma_connect(); the passive
+ *    side's exsd answers in rdma_accept() with the minimum of each field
+ *    (guide §6.2), or rejects with a struct exs_wire_reject whose `err` is
+ *    an errno (EPROTONOSUPPORT on a version mismatch, ECONNREFUSED when
+ *    nobody accepts). 24 bytes fit the smallest limit, IB CM REQ's 56.
+ *
+ * 2. Data path, run by libexs on an RC QP (all fields little-endian, the
+ *    byte order of every verbs host we target; checked at build time is
+ *    only the size). Every control message is one SEND of a
+ *    struct exs_wire_msg.
+ *    - The receiver's exs_recv() takes a recv credit and SENDs an ADVERT
+ *      {slot, addr, rkey, len}: `slot` names its receive operation.
+ *    - The sender matches its oldest pending exs_send() with the oldest
+ *      ADVERT and places min(send, advert) bytes straight into the
+ *      receiver's buffer:
+ *        a. IMM mode (InfiniBand, RoCE): one RDMA WRITE_WITH_IMM, imm =
+ *           slot; the receiver completes the slot with the WC's byte_len.
+ *        b. DONE mode (iWARP, which has no WRITE_WITH_IMM, and any
+ *           SEQPACKET truncation): RDMA WRITE, then a SEND of DONE {slot,
+ *           len, lost}; RC ordering puts the data in place before DONE.
+ *      For SOCK_SEQPACKET the excess of a longer send is dropped and
+ *      reported as `lost` (guide §5.4.2).
+ *    - FIN: the sender will send nothing more (exs_close / SHUT_WR); the
+ *      receiver completes every later receive with length 0, errno 0.
+ *    - ABORT: exs_close with EXS_DONTLINGER; the receiver fails all pending
+ *      and future operations with ECONNRESET.
+ *    Credits: both sides use the negotiated `credits` C for both
+ *    directions. Each side keeps 2C + EXS_WIRE_SPARE receives posted
+ *    (adverts from the peer, IMM/DONE for its own adverts, FIN/ABORT).
+ */
+#ifndef EXS_WIRE_H
+#define EXS_WIRE_H
+
+#include <stdint.h>
+
+#define EXS_WIRE_VERSION 1
+#define EXS_WIRE_MAGIC 0x4558 /* "EX" */
+#define EXS_WIRE_SPARE 4
+
+/* 1. setup (CM private data) */
+struct exs_wire_setup {
+	uint16_t magic;
+	uint8_t version;
+	uint8_t kind; /* EXS_WIRE_SETUP_REQUEST / _RESPONSE */
+	uint32_t credits;
+	uint32_t sp_max;
+	uint32_t reserved[3];
+};
+enum { EXS_WIRE_SETUP_REQUEST = 1, EXS_WIRE_SETUP_RESPONSE = 2, EXS_WIRE_SETUP_REJECT = 3 };
+
+struct exs_wire_reject {
+	uint16_t magic;
+	uint8_t version;
+	uint8_t kind; /* EXS_WIRE_SETUP_REJECT */
+	int32_t err;
+};
+
+/* 2. data path */
+enum exs_wire_type {
+	EXS_WIRE_ADVERT = 1,
+	EXS_WIRE_DONE = 2,
+	EXS_WIRE_FIN = 3,
+	EXS_WIRE_ABORT = 4,
+};
+
+struct exs_wire_msg {
+	uint8_t version;
+	uint8_t type;
+	uint16_t flags;
+	uint32_t slot;
+	uint64_t addr;   /* ADVERT */
+	uint32_t rkey;   /* ADVERT */
+	uint32_t len;    /* ADVERT: buffer size; DONE: bytes placed */
+	uint64_t lost;   /* DONE: bytes of the send that did not fit */
+};
+
+_Static_assert(sizeof(struct exs_wire_setup) == 24, "setup is 24 bytes");
+_Static_assert(sizeof(struct exs_wire_reject) == 8, "reject is 8 bytes");
+_Static_assert(sizeof(struct exs_wire_msg) == 32, "wire message is 32 bytes");
+
+#endif

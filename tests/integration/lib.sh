@@ -1,0 +1,47 @@
+# Helpers for the integration tests, sourced inside an exs-vm guest.
+# Every program runs under its own timeout; results are counted and the
+# script ends with "N passed, N failed".
+B=${EXS_BUILD:?EXS_BUILD must name the build directory}
+PASS=0
+FAIL=0
+LOGS=/tmp/exs-it
+mkdir -p $LOGS
+
+pass() { PASS=$((PASS + 1)); echo "PASS $*"; }
+fail() { FAIL=$((FAIL + 1)); echo "FAIL $*"; }
+
+# start_exsd NAME: exsd on the default socket, logging to $LOGS/exsd-NAME.log
+start_exsd() {
+	"$B/exsd" -d >"$LOGS/exsd-$1.log" 2>&1 &
+	EXSD_PID=$!
+	for _ in $(seq 100); do
+		[ -S /run/exs/exsd.sock ] && return 0
+		sleep 0.1
+	done
+	echo "exsd did not start:"; cat "$LOGS/exsd-$1.log"
+	return 1
+}
+
+stop_exsd() {
+	kill "$EXSD_PID" 2>/dev/null
+	wait "$EXSD_PID" 2>/dev/null
+}
+
+# wait_for FILE PATTERN SECS
+wait_for() {
+	local end=$(($(date +%s) + $3))
+	until grep -q "$2" "$1" 2>/dev/null; do
+		[ "$(date +%s)" -ge $end ] && return 1
+		sleep 0.1
+	done
+}
+
+# transport_of DEVICE: what exsd logged for the connections it set up there
+transport_of() {
+	grep -o "established on $1 ([^)]*)" "$LOGS"/exsd-*.log | head -n 1 | sed 's/.*(\(.*\))/\1/'
+}
+
+summary() {
+	echo "$PASS passed, $FAIL failed"
+	[ $FAIL = 0 ] && [ $PASS -gt 0 ]
+}

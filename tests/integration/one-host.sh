@@ -1,0 +1,58 @@
+#!/bin/bash
+# Integration tests on one guest: the real exsd and real EXS programs over
+# rxe0 (RoCE) and siw0 (iWARP). Run by `ctest` through tests/vm/exs-vm.
+set -u
+. "$(dirname "$0")/lib.sh"
+
+# xfer NAME IP PORT DEV ARGS...: one server and one client, both must pass
+xfer() {
+	local name=$1 ip=$2 port=$3 dev=$4
+	shift 4
+	local so=$LOGS/$name.server co=$LOGS/$name.client
+	timeout 300 "$B/tests/exs_xfer" server "$ip" "$port" "$@" >"$so" 2>&1 &
+	local spid=$!
+	if ! wait_for "$so" listening 30; then
+		kill $spid 2>/dev/null
+		fail "$name: server did not listen"; sed 's/^/    /' "$so"
+		return
+	fi
+	timeout 300 "$B/tests/exs_xfer" client "$ip" "$port" "$@" >"$co" 2>&1
+	local crc=$?
+	wait $spid
+	local src=$?
+	if [ $crc = 0 ] && [ $src = 0 ]; then
+		pass "$name on $dev ($(transport_of "$dev"))"
+	else
+		fail "$name on $dev: client exit $crc, server exit $src"
+	fi
+	sed 's/^/    /' "$so" "$co"
+}
+
+start_exsd one || { fail "exsd start"; summary; exit 1; }
+for t in rxe siw; do
+	if [ $t = rxe ]; then ip=$EXS_VM_RXE_IP dev=$EXS_VM_RXE_DEV; else ip=$EXS_VM_SIW_IP dev=$EXS_VM_SIW_DEV; fi
+	xfer "seqpacket-1000-random-1B-1MiB-$t" "$ip" 7471 "$dev" -n 1000 -M 1048576 -s 11
+	xfer "seqpacket-unregistered-$t" "$ip" 7472 "$dev" -n 200 -M 262144 -s 12 -u
+	xfer "stream-$t" "$ip" 7473 "$dev" -n 300 -M 1048576 -s 13 -t stream
+	if out=$(timeout 60 "$B/tests/exs_errors" refused "$ip" 7999 2>&1); then
+		pass "connect to a closed port on $dev gives ECONNREFUSED"
+	else
+		fail "connect to a closed port on $dev"
+	fi
+	echo "$out" | sed 's/^/    /'
+done
+stop_exsd
+
+# no exsd at all: the first call that needs it fails at once with ENETDOWN
+if out=$(EXS_SOCKET=/run/exs/none.sock timeout 20 "$B/tests/exs_errors" noexsd "$EXS_VM_RXE_IP" 7471 2>&1); then
+	pass "no exsd running: ENETDOWN, no hang"
+else
+	fail "no exsd running"
+fi
+echo "$out" | sed 's/^/    /'
+
+if [ $FAIL != 0 ]; then
+	echo "---- exsd log (tail)"
+	tail -n 40 "$LOGS"/exsd-one.log
+fi
+summary

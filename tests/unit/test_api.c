@@ -1,0 +1,217 @@
+/*
+ * The public API's argument checks and errno values that need neither an
+ * RDMA device nor exsd (EXS_SOCKET points at nothing): bad fds, wrong
+ * states, NULLs, counts, flags, deleted queues, and ENETDOWN for the calls
+ * that need exsd. Each test runs in its own process (Check fork mode).
+ */
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+
+#include <exs.h>
+
+#define ck_fails(call, e)                                   \
+	do {                                                \
+		errno = 0;                                  \
+		ck_assert_int_eq((int)(call), -1);          \
+		ck_assert_int_eq(errno, (e));               \
+	} while (0)
+
+static struct sockaddr_in addr4(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(7471) };
+
+	inet_pton(AF_INET, "198.18.0.1", &sa.sin_addr);
+	return sa;
+}
+
+static void init(void)
+{
+	setenv("EXS_SOCKET", "/nonexistent/exsd.sock", 1);
+	ck_assert_int_eq(exs_init(EXS_VERSION1), 0);
+}
+
+START_TEST(init_checks_version)
+{
+	ck_assert_ptr_null(exs_qcreate(1)); /* before exs_init */
+	ck_assert_int_eq(errno, EINVAL);
+	ck_fails(exs_socket(AF_INET, SOCK_STREAM, 0), EINVAL);
+	ck_fails(exs_init(0), EINVAL);
+	ck_fails(exs_init(EXS_VERSION1 + 1), EINVAL);
+	init();
+	ck_assert_int_eq(exs_init(EXS_VERSION1), 0); /* again: harmless */
+}
+END_TEST
+
+START_TEST(socket_args)
+{
+	init();
+	ck_fails(exs_socket(AF_UNIX, SOCK_STREAM, 0), EAFNOSUPPORT);
+	ck_fails(exs_socket(AF_INET, SOCK_DGRAM, 0), ESOCKTNOSUPPORT);
+	ck_fails(exs_socket(AF_INET, SOCK_STREAM, 99), EPROTONOSUPPORT);
+	int a = exs_socket(AF_INET, SOCK_STREAM, 0);
+	int b = exs_socket(AF_INET6, SOCK_SEQPACKET, 0);
+	ck_assert_int_ge(a, 0);
+	ck_assert_int_ge(b, 0);
+	ck_assert_int_ne(a, b);
+}
+END_TEST
+
+START_TEST(bad_and_closed_fds)
+{
+	struct sockaddr_in sa = addr4();
+	char buf[8];
+
+	init();
+	ck_fails(exs_bind(-1, (struct sockaddr *)&sa, sizeof(sa)), EBADF);
+	ck_fails(exs_bind(12345, (struct sockaddr *)&sa, sizeof(sa)), EBADF);
+	ck_fails(exs_listen(7, 1), EBADF);
+	ck_fails(exs_write(99, buf, 1), EBADF);
+	int fd = exs_socket(AF_INET, SOCK_SEQPACKET, 0);
+	ck_assert_int_eq(exs_blocking_close(fd), 0);
+	ck_fails(exs_blocking_close(fd), EBADF);
+	ck_fails(exs_read(fd, buf, sizeof(buf)), EBADF);
+}
+END_TEST
+
+START_TEST(needs_exsd_gives_enetdown)
+{
+	struct sockaddr_in sa = addr4();
+
+	init();
+	int fd = exs_socket(AF_INET, SOCK_SEQPACKET, 0);
+	ck_fails(exs_bind(fd, (struct sockaddr *)&sa, sizeof(sa)), ENETDOWN);
+	ck_fails(exs_listen(fd, 1), ENETDOWN);
+	ck_fails(exs_blocking_connect(fd, (struct sockaddr *)&sa, sizeof(sa)), ENETDOWN);
+}
+END_TEST
+
+START_TEST(address_checks)
+{
+	struct sockaddr_in sa = addr4();
+	struct sockaddr_in6 s6 = { .sin6_family = AF_INET6 };
+
+	init();
+	int fd = exs_socket(AF_INET, SOCK_SEQPACKET, 0);
+	ck_fails(exs_bind(fd, NULL, sizeof(sa)), EINVAL);
+	ck_fails(exs_bind(fd, (struct sockaddr *)&sa, 3), EINVAL);
+	ck_fails(exs_bind(fd, (struct sockaddr *)&s6, sizeof(s6)), EAFNOSUPPORT);
+	ck_fails(exs_blocking_connect(fd, NULL, 0), EINVAL);
+}
+END_TEST
+
+START_TEST(data_before_connect)
+{
+	exs_qhandle_t q;
+	char buf[16];
+
+	init();
+	q = exs_qcreate(2);
+	int fd = exs_socket(AF_INET, SOCK_SEQPACKET, 0);
+	ck_fails(exs_send(fd, buf, sizeof(buf), 0, q, NULL, EXS_MHANDLE_UNREGISTERED), ENOTCONN);
+	ck_fails(exs_recv(fd, buf, sizeof(buf), 0, q, NULL, EXS_MHANDLE_UNREGISTERED), ENOTCONN);
+	ck_fails(exs_send(fd, NULL, 1, 0, q, NULL, EXS_MHANDLE_UNREGISTERED), EINVAL);
+	ck_fails(exs_send(fd, buf, 0, 0, q, NULL, EXS_MHANDLE_UNREGISTERED), EINVAL);
+	ck_fails(exs_send(fd, buf, 1, 0x4, q, NULL, EXS_MHANDLE_UNREGISTERED), EINVAL);
+	ck_fails(exs_send(fd, buf, 1, 0, NULL, NULL, EXS_MHANDLE_UNREGISTERED), EINVAL);
+	ck_fails(exs_send(fd, buf, (size_t)1 << 40, 0, q, NULL, EXS_MHANDLE_UNREGISTERED), EMSGSIZE);
+	ck_fails(exs_send(fd, buf, 1, 0, q, NULL, (exs_mhandle_t)buf), EINVAL);
+}
+END_TEST
+
+START_TEST(queue_args)
+{
+	exs_event_t ev;
+	struct timeval bad = { 0, 2000000 };
+
+	init();
+	ck_assert_ptr_null(exs_qcreate(0));
+	ck_assert_int_eq(errno, EINVAL);
+	exs_qhandle_t q = exs_qcreate(1);
+	ck_assert_ptr_nonnull(q);
+	ck_fails(exs_qdequeue(q, &ev, 0, NULL), EINVAL);
+	ck_fails(exs_qdequeue(q, NULL, 1, NULL), EINVAL);
+	ck_fails(exs_qdequeue(q, &ev, 1, &bad), EINVAL);
+	ck_fails(exs_qdequeue(NULL, &ev, 1, NULL), EINVAL);
+	ck_assert_int_eq(exs_qdelete(q), 0);
+	ck_fails(exs_qdelete(q), EINVAL);
+	ck_fails(exs_qdequeue(q, &ev, 1, NULL), EINVAL);
+	ck_fails(exs_qdelete(NULL), EINVAL);
+}
+END_TEST
+
+START_TEST(call_flags_and_states)
+{
+	struct exs_acceptaddr aa = { 0 };
+	exs_qhandle_t q;
+
+	init();
+	q = exs_qcreate(1);
+	int fd = exs_socket(AF_INET, SOCK_SEQPACKET, 0);
+	ck_fails(exs_close(fd, 0x1, q, NULL), EINVAL);
+	ck_fails(exs_close(fd, 0, NULL, NULL), EINVAL);
+	ck_fails(exs_accept(fd, &aa, 1, 0, q), EINVAL); /* not listening */
+	ck_fails(exs_accept(fd, &aa, 2, EXS_BLOCK, NULL), EINVAL);
+	ck_fails(exs_accept(fd, NULL, 1, 0, q), EINVAL);
+	ck_fails(exs_accept(fd, &aa, 0, 0, q), EINVAL);
+	ck_fails(exs_connect(fd, NULL, 0, 0x2, NULL, q, NULL), EINVAL);
+}
+END_TEST
+
+START_TEST(fcntl_credits)
+{
+	init();
+	int fd = exs_socket(AF_INET, SOCK_SEQPACKET, 0);
+	ck_assert_int_eq(exs_fcntl(fd, EXS_F_GETFLOWCONTROLCREDITS), 32);
+	ck_assert_int_eq(exs_fcntl(fd, EXS_F_SETFLOWCONTROLCREDITS, 8), 32);
+	ck_assert_int_eq(exs_fcntl(fd, EXS_F_GETFLOWCONTROLCREDITS), 8);
+	ck_fails(exs_fcntl(fd, EXS_F_SETFLOWCONTROLCREDITS, 0), EINVAL);
+	ck_fails(exs_fcntl(fd, EXS_F_SETFLOWCONTROLCREDITS, 100000), EINVAL);
+	ck_fails(exs_fcntl(fd, 4242, 1), EINVAL);
+	ck_fails(exs_fcntl(fd + 100, EXS_F_GETFLOWCONTROLCREDITS), EBADF);
+}
+END_TEST
+
+START_TEST(registration_args)
+{
+	static char buf[4096];
+
+	init();
+	ck_assert_ptr_eq(exs_mregister(NULL, 10, 0), EXS_MHANDLE_INVALID);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_ptr_eq(exs_mregister(buf, 0, 0), EXS_MHANDLE_INVALID);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_ptr_eq(exs_mregister(buf, sizeof(buf), 0x100000), EXS_MHANDLE_INVALID);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_fails(exs_mderegister(EXS_MHANDLE_INVALID, 0), EINVAL);
+	ck_fails(exs_mderegister(EXS_MHANDLE_UNREGISTERED, 0), EINVAL);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("api");
+	TCase *tc = tcase_create("api");
+	SRunner *sr;
+	int failed;
+
+	tcase_set_timeout(tc, 20);
+	tcase_add_test(tc, init_checks_version);
+	tcase_add_test(tc, socket_args);
+	tcase_add_test(tc, bad_and_closed_fds);
+	tcase_add_test(tc, needs_exsd_gives_enetdown);
+	tcase_add_test(tc, address_checks);
+	tcase_add_test(tc, data_before_connect);
+	tcase_add_test(tc, queue_args);
+	tcase_add_test(tc, call_flags_and_states);
+	tcase_add_test(tc, fcntl_credits);
+	tcase_add_test(tc, registration_args);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_set_fork_status(sr, CK_FORK);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,77 @@
+/* The setup negotiation in CM private data (exsd/negotiate.c). */
+#include <arpa/inet.h>
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exsd.h"
+
+START_TEST(round_trip_and_minimum)
+{
+	struct exs_wire_setup w, a, b = { .credits = 8, .sp_max = 512 }, agreed;
+
+	setup_encode(&w, EXS_WIRE_SETUP_REQUEST, 32, 100);
+	ck_assert_int_eq(setup_decode(&w, sizeof(w), EXS_WIRE_SETUP_REQUEST, &a), 0);
+	ck_assert_uint_eq(a.credits, 32);
+	ck_assert_uint_eq(a.sp_max, 100);
+	setup_agree(&a, &b, &agreed);
+	ck_assert_uint_eq(agreed.credits, 8);
+	ck_assert_uint_eq(agreed.sp_max, 100);
+	/* CM private data arrives zero-padded to the transport's size */
+	uint8_t pad[56] = { 0 };
+	memcpy(pad, &w, sizeof(w));
+	ck_assert_int_eq(setup_decode(pad, sizeof(pad), EXS_WIRE_SETUP_REQUEST, &a), 0);
+}
+END_TEST
+
+START_TEST(refusals)
+{
+	struct exs_wire_setup w, out;
+
+	setup_encode(&w, EXS_WIRE_SETUP_REQUEST, 32, 0);
+	ck_assert_int_eq(setup_decode(NULL, 0, EXS_WIRE_SETUP_REQUEST, &out), -EPROTO);
+	ck_assert_int_eq(setup_decode(&w, sizeof(w) - 1, EXS_WIRE_SETUP_REQUEST, &out), -EPROTO);
+	ck_assert_int_eq(setup_decode(&w, sizeof(w), EXS_WIRE_SETUP_RESPONSE, &out), -EPROTO);
+	w.version = EXS_WIRE_VERSION + 1;
+	ck_assert_int_eq(setup_decode(&w, sizeof(w), EXS_WIRE_SETUP_REQUEST, &out), -EPROTONOSUPPORT);
+	setup_encode(&w, EXS_WIRE_SETUP_REQUEST, 0, 0);
+	ck_assert_int_eq(setup_decode(&w, sizeof(w), EXS_WIRE_SETUP_REQUEST, &out), -EPROTO);
+	setup_encode(&w, EXS_WIRE_SETUP_REQUEST, EXSD_MAX_CREDITS + 1, 0);
+	ck_assert_int_eq(setup_decode(&w, sizeof(w), EXS_WIRE_SETUP_REQUEST, &out), -EPROTO);
+	w.magic = 0;
+	ck_assert_int_eq(setup_decode(&w, sizeof(w), EXS_WIRE_SETUP_REQUEST, &out), -EPROTO);
+}
+END_TEST
+
+START_TEST(rejects)
+{
+	struct exs_wire_reject r;
+	uint8_t foreign[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+
+	reject_encode(&r, EPROTONOSUPPORT);
+	ck_assert_int_eq(reject_decode(&r, sizeof(r)), EPROTONOSUPPORT);
+	ck_assert_int_eq(reject_decode(foreign, sizeof(foreign)), ECONNREFUSED);
+	ck_assert_int_eq(reject_decode(NULL, 0), ECONNREFUSED);
+	reject_encode(&r, -5);
+	ck_assert_int_eq(reject_decode(&r, sizeof(r)), ECONNREFUSED);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("negotiate");
+	TCase *tc = tcase_create("negotiate");
+	SRunner *sr;
+	int failed;
+
+	tcase_set_timeout(tc, 10);
+	tcase_add_test(tc, round_trip_and_minimum);
+	tcase_add_test(tc, refusals);
+	tcase_add_test(tc, rejects);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,182 @@
+/* Event queues (libexs/queue.c): order, growth, timeouts, negative counts,
+ * deletion rules and many threads. */
+#include <check.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "exs_int.h"
+
+static exs_event_t mk(int i)
+{
+	exs_event_t e = { 0 };
+
+	e.exs_evt_socket = i;
+	e.exs_evt_type = EXS_EVT_SEND;
+	return e;
+}
+
+START_TEST(order_and_growth)
+{
+	struct exs_queue *q = exs_queue_new(2);
+	exs_event_t ev[64];
+	int i, n;
+
+	ck_assert_ptr_nonnull(q);
+	for (i = 0; i < 50; i++) {
+		exs_queue_ref(q);
+		exs_event_t e = mk(i);
+		exs_queue_post(q, &e);
+	}
+	ck_assert_uint_eq(q->refs, 0);
+	n = exs_queue_dequeue(q, ev, 64, NULL);
+	ck_assert_int_eq(n, 50);
+	for (i = 0; i < 50; i++)
+		ck_assert_int_eq(ev[i].exs_evt_socket, i);
+	ck_assert_int_eq(exs_queue_delete(q), 0);
+}
+END_TEST
+
+START_TEST(timeout_and_poll)
+{
+	struct exs_queue *q = exs_queue_new(1);
+	struct timeval zero = { 0, 0 }, tenth = { 0, 100000 };
+	struct timespec a, b;
+	exs_event_t ev;
+
+	ck_assert_int_eq(exs_queue_dequeue(q, &ev, 1, &zero), 0);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	ck_assert_int_eq(exs_queue_dequeue(q, &ev, 1, &tenth), 0);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	double dt = (double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9;
+	ck_assert(dt >= 0.099);
+	ck_assert(dt < 2.0);
+	exs_queue_delete(q);
+}
+END_TEST
+
+struct poster {
+	struct exs_queue *q;
+	int n, base;
+};
+
+static void *post_n(void *arg)
+{
+	struct poster *p = arg;
+
+	for (int i = 0; i < p->n; i++) {
+		exs_event_t e = mk(p->base + i);
+
+		exs_queue_ref(p->q);
+		exs_queue_post(p->q, &e);
+		if (i % 7 == 0)
+			usleep(100);
+	}
+	return NULL;
+}
+
+START_TEST(negative_count_waits_for_n)
+{
+	struct exs_queue *q = exs_queue_new(4);
+	struct poster p = { q, 5, 0 };
+	pthread_t t;
+	exs_event_t ev[5];
+
+	pthread_create(&t, NULL, post_n, &p);
+	ck_assert_int_eq(exs_queue_dequeue(q, ev, -5, NULL), 5);
+	pthread_join(t, NULL);
+	for (int i = 0; i < 5; i++)
+		ck_assert_int_eq(ev[i].exs_evt_socket, i);
+	exs_queue_delete(q);
+}
+END_TEST
+
+START_TEST(delete_rules)
+{
+	struct exs_queue *q = exs_queue_new(1);
+	exs_event_t e = mk(1), out;
+
+	exs_queue_ref(q); /* an operation started on it */
+	ck_assert_int_eq(exs_queue_delete(q), -EBUSY);
+	exs_queue_post(q, &e); /* it completed: undequeued events are dropped */
+	ck_assert_int_eq(exs_queue_delete(q), 0);
+	ck_assert(!exs_queue_valid(q));
+	ck_assert_int_eq(exs_queue_dequeue(q, &out, 1, NULL), -EINVAL);
+	ck_assert_int_eq(exs_queue_delete(q), -EINVAL);
+}
+END_TEST
+
+struct taker {
+	struct exs_queue *q;
+	int got;
+};
+
+static void *take_all(void *arg)
+{
+	struct taker *t = arg;
+	struct timeval tv = { 0, 200000 };
+	exs_event_t ev[8];
+	int n;
+
+	while ((n = exs_queue_dequeue(t->q, ev, 8, &tv)) > 0)
+		t->got += n;
+	return NULL;
+}
+
+START_TEST(many_threads)
+{
+	struct exs_queue *q = exs_queue_new(8);
+	struct poster p[4];
+	struct taker k[3];
+	pthread_t pt[4], kt[3];
+	int i, total = 0;
+
+	for (i = 0; i < 3; i++) {
+		k[i] = (struct taker){ q, 0 };
+		pthread_create(&kt[i], NULL, take_all, &k[i]);
+	}
+	for (i = 0; i < 4; i++) {
+		p[i] = (struct poster){ q, 2500, i * 10000 };
+		pthread_create(&pt[i], NULL, post_n, &p[i]);
+	}
+	for (i = 0; i < 4; i++)
+		pthread_join(pt[i], NULL);
+	for (i = 0; i < 3; i++) {
+		pthread_join(kt[i], NULL);
+		total += k[i].got;
+	}
+	ck_assert_int_eq(total, 10000);
+	exs_queue_delete(q);
+}
+END_TEST
+
+START_TEST(bounds)
+{
+	ck_assert_ptr_null(exs_queue_new(0));
+	ck_assert_ptr_null(exs_queue_new(-3));
+	ck_assert_ptr_null(exs_queue_new(EXS_MAX_QDEPTH + 1));
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("queue");
+	TCase *tc = tcase_create("queue");
+	SRunner *sr;
+	int failed;
+
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, order_and_growth);
+	tcase_add_test(tc, timeout_and_poll);
+	tcase_add_test(tc, negative_count_waits_for_n);
+	tcase_add_test(tc, delete_rules);
+	tcase_add_test(tc, many_threads);
+	tcase_add_test(tc, bounds);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
