@@ -120,8 +120,12 @@ static void send_conn_error(struct ep *e, int err)
 /* The connection is over for exsd: tell the client, free once acked. */
 static void ep_fail(struct ep *e, int err)
 {
-	exsd_log(LOG_INFO, "client %u (%s) sock %u: connection %s: %s", e->c->id, e->c->comm,
-		 e->sock, e->state == EP_ESTABLISHED ? "ended" : "failed", strerror(err));
+	if (e->state == EP_ESTABLISHED && err == ECONNRESET)
+		exsd_log(LOG_INFO, "client %u (%s) sock %u: disconnected by the peer", e->c->id,
+			 e->c->comm, e->sock);
+	else
+		exsd_log(LOG_INFO, "client %u (%s) sock %u: connection %s: %s", e->c->id, e->c->comm,
+			 e->sock, e->state == EP_ESTABLISHED ? "ended" : "failed", strerror(err));
 	send_conn_error(e, err);
 	e->dead = true;
 }

@@ -243,13 +243,44 @@ int exs_listen(int fd, int backlog)
 	return ret ? fail_unlock(ret) : (UNLOCK(), 0);
 }
 
-/* Wait for the one event of a blocking call on its private queue. */
-static int wait_private(struct exs_queue *q, exs_event_t *ev)
+/*
+ * EXS_BLOCK: the call runs asynchronously on a private queue and waits for
+ * its one event there. block_begin() picks the queue (the caller's, or a
+ * private one); block_end() turns a start error or the event into the
+ * call's result: -1/errno, or the event (ret_ev) for the caller to read.
+ */
+static int block_begin(int flags, exs_qhandle_t *q, struct exs_queue **ret_pq)
 {
-	int n = exs_queue_dequeue(q, ev, 1, NULL);
+	*ret_pq = NULL;
+	if (!(flags & EXS_BLOCK))
+		return 0;
+	*ret_pq = exs_queue_new(1);
+	if (!*ret_pq)
+		return -1;
+	*q = *ret_pq;
+	return 0;
+}
 
-	exs_queue_delete(q);
-	return n == 1 ? 0 : -EIO;
+/* Returns 1 with *ret_ev filled when a blocking call succeeded, 0 when an
+ * asynchronous one started, -1 (errno set) on failure. */
+static int block_end(struct exs_queue *pq, int ret, exs_event_t *ret_ev)
+{
+	int n;
+
+	if (ret) {
+		if (pq)
+			exs_queue_delete(pq);
+		return exs_err(-ret);
+	}
+	if (!pq)
+		return 0;
+	n = exs_queue_dequeue(pq, ret_ev, 1, NULL);
+	exs_queue_delete(pq);
+	if (n != 1)
+		return exs_err(EIO);
+	if (ret_ev->exs_evt_errno)
+		return exs_err(ret_ev->exs_evt_errno);
+	return 1;
 }
 
 int exs_accept(int fd, struct exs_acceptaddr *vec, int count, int flags, exs_qhandle_t q)
@@ -263,12 +294,8 @@ int exs_accept(int fd, struct exs_acceptaddr *vec, int count, int flags, exs_qha
 	if (!vec || count <= 0 || count > EXS_MAX_BACKLOG || (flags & ~EXS_BLOCK) ||
 	    ((flags & EXS_BLOCK) && count != 1) || (!(flags & EXS_BLOCK) && !exs_queue_valid(q)))
 		return exs_err(inited() ? EINVAL : EINVAL);
-	if (flags & EXS_BLOCK) {
-		pq = exs_queue_new(1);
-		if (!pq)
-			return -1;
-		q = pq;
-	}
+	if (block_begin(flags, &q, &pq))
+		return -1;
 	if (count > 16 && !(sl = calloc((size_t)count, sizeof(*sl)))) {
 		if (pq)
 			exs_queue_delete(pq);
@@ -282,17 +309,9 @@ int exs_accept(int fd, struct exs_acceptaddr *vec, int count, int flags, exs_qha
 		UNLOCK();
 	if (sl != slots)
 		free(sl);
-	if (ret) {
-		if (pq)
-			exs_queue_delete(pq);
-		return exs_err(-ret);
-	}
-	if (!pq)
-		return 0;
-	if (wait_private(pq, &ev))
-		return exs_err(EIO);
-	if (ev.exs_evt_errno)
-		return exs_err(ev.exs_evt_errno);
+	ret = block_end(pq, ret, &ev);
+	if (ret <= 0)
+		return ret;
 	if (vec[0].exs_addr)
 		vec[0].exs_addrlen = ev.exs_evt_union.exs_evt_accept.exs_evt_addrlen;
 	return ev.exs_evt_union.exs_evt_accept.exs_evt_new_socket;
@@ -324,12 +343,8 @@ int exs_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, int flag
 	if ((flags & ~EXS_BLOCK) || !timeval_ok(timeout) ||
 	    (!(flags & EXS_BLOCK) && !exs_queue_valid(q)))
 		return exs_err(EINVAL);
-	if (flags & EXS_BLOCK) {
-		pq = exs_queue_new(1);
-		if (!pq)
-			return -1;
-		q = pq;
-	}
+	if (block_begin(flags, &q, &pq))
+		return -1;
 	s = sock_lock(fd);
 	if (!s) {
 		ret = -errno;
@@ -339,16 +354,7 @@ int exs_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, int flag
 			ret = exs_sock_connect(s, addr, addr_len(s->domain), timeout, q, ah, NULL);
 		UNLOCK();
 	}
-	if (ret) {
-		if (pq)
-			exs_queue_delete(pq);
-		return exs_err(-ret);
-	}
-	if (!pq)
-		return 0;
-	if (wait_private(pq, &ev))
-		return exs_err(EIO);
-	return ev.exs_evt_errno ? exs_err(ev.exs_evt_errno) : 0;
+	return block_end(pq, ret, &ev) < 0 ? -1 : 0;
 }
 
 int exs_blocking_connect(int fd, const struct sockaddr *addr, socklen_t addrlen)
@@ -365,26 +371,13 @@ int exs_close(int fd, int flags, exs_qhandle_t q, exs_ahandle_t ah)
 
 	if ((flags & ~(EXS_BLOCK | EXS_DONTLINGER)) || (!(flags & EXS_BLOCK) && !exs_queue_valid(q)))
 		return exs_err(EINVAL);
-	if (flags & EXS_BLOCK) {
-		pq = exs_queue_new(1);
-		if (!pq)
-			return -1;
-		q = pq;
-	}
+	if (block_begin(flags, &q, &pq))
+		return -1;
 	s = sock_lock(fd);
 	ret = s ? exs_sock_close(s, flags, q, ah, NULL) : -errno;
 	if (s)
 		UNLOCK();
-	if (ret) {
-		if (pq)
-			exs_queue_delete(pq);
-		return exs_err(-ret);
-	}
-	if (!pq)
-		return 0;
-	if (wait_private(pq, &ev))
-		return exs_err(EIO);
-	return ev.exs_evt_errno ? exs_err(ev.exs_evt_errno) : 0;
+	return block_end(pq, ret, &ev) < 0 ? -1 : 0;
 }
 
 int exs_blocking_close(int fd)
@@ -410,15 +403,12 @@ static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhan
 		return exs_err(EINVAL);
 	if (len > EXS_MAX_XFER)
 		return exs_err(EMSGSIZE);
-	if (flags & EXS_BLOCK) {
-		pq = exs_queue_new(1);
-		if (!pq)
-			return -1;
-		q = pq;
-		flags &= ~EXS_UNSIGNALED;
-	} else if (q ? !exs_queue_valid(q) : !(flags & EXS_UNSIGNALED)) {
+	if (!(flags & EXS_BLOCK) && (q ? !exs_queue_valid(q) : !(flags & EXS_UNSIGNALED)))
 		return exs_err(EINVAL);
-	}
+	if (block_begin(flags, &q, &pq))
+		return -1;
+	if (pq)
+		flags &= ~EXS_UNSIGNALED;
 	memset(&op, 0, sizeof(op));
 	op.flags = flags;
 	op.q = q;
@@ -491,17 +481,9 @@ static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhan
 out:
 	UNLOCK();
 out_noloc:
-	if (ret) {
-		if (pq)
-			exs_queue_delete(pq);
-		return exs_err(-ret);
-	}
-	if (!pq)
-		return 0;
-	if (wait_private(pq, &ev))
-		return exs_err(EIO);
-	if (ev.exs_evt_errno)
-		return exs_err(ev.exs_evt_errno);
+	ret = block_end(pq, ret, &ev);
+	if (ret <= 0)
+		return ret;
 	return (ssize_t)ev.exs_evt_union.exs_evt_xfer.exs_evt_length;
 }
 

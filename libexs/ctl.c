@@ -135,18 +135,20 @@ static int ctl_open(void)
 	return 0;
 }
 
-static int ctl_ensure(void)
+/* Open the channel if it is down. Never from the progress thread, which
+ * would then wait for a reply that only it can read. */
+int exs_ctl_ensure(void)
 {
 	return exs_g.ctl_fd >= 0 ? 0 : ctl_open();
 }
 
-/* Fire and forget (events answered from the progress thread). */
+/* Fire and forget, on the channel as it is (no reopening). */
 int exs_ctl_send(ExsCtl__Msg *m)
 {
-	int ret = ctl_ensure();
+	int ret;
 
-	if (ret)
-		return ret;
+	if (exs_g.ctl_fd < 0)
+		return -ENETDOWN;
 	m->seq = 0;
 	ret = ctl_write(m);
 	if (ret)
@@ -158,7 +160,7 @@ int exs_ctl_send(ExsCtl__Msg *m)
 int exs_ctl_call(ExsCtl__Msg *req, ExsCtl__Msg **ret_reply)
 {
 	struct waiter w = { 0 };
-	int ret = ctl_ensure();
+	int ret = exs_ctl_ensure();
 
 	if (ret)
 		return ret;

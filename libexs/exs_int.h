@@ -198,6 +198,7 @@ struct exs_sock {
 };
 
 /* ---- ctl.c: the channel to exsd */
+int exs_ctl_ensure(void);
 int exs_ctl_call(ExsCtl__Msg *req, ExsCtl__Msg **ret_reply);
 int exs_ctl_send(ExsCtl__Msg *m);
 void exs_ctl_input(int fd);

@@ -347,7 +347,9 @@ int exs_sock_connect(struct exs_sock *s, const struct sockaddr *a, socklen_t len
 		c.timeout_ms = (uint32_t)(tmo->tv_sec * 1000 + tmo->tv_usec / 1000) ?: 1;
 	m.body_case = EXS_CTL__MSG__BODY_CONNECT;
 	m.connect = &c;
-	ret = exs_ctl_send(&m);
+	ret = exs_ctl_ensure();
+	if (!ret)
+		ret = exs_ctl_send(&m);
 	if (ret)
 		return ret;
 	s->known_to_exsd = true;
@@ -469,6 +471,17 @@ static void conn_request(ExsCtl__Msg *m, bool *kept)
 	try_accept(ls);
 }
 
+/* Active side: the QP took the step exsd asked for (or failed to). */
+static void qp_step_done(struct exs_sock *s, int ret)
+{
+	if (!ret)
+		ret = send_qp_ready(s, 0, false);
+	if (ret) {
+		tell_exsd_close(s);
+		connect_failed(s, -ret);
+	}
+}
+
 /* An event from exsd. Returns true when it kept `m`. */
 bool exs_sock_event(ExsCtl__Msg *m)
 {
@@ -482,29 +495,17 @@ bool exs_sock_event(ExsCtl__Msg *m)
 		break;
 	case EXS_CTL__MSG__BODY_ROUTE:
 		s = exs_sock_get((int)m->route->sock);
-		if (!s || s->state != EXS_S_CONNECTING || s->conn)
-			break;
-		ret = exs_conn_create(s, m->route->device, m->route->iwarp, s->cfg_credits);
-		if (!ret && m->route->init)
-			ret = exs_conn_modify(s->conn, m->route->init);
-		if (!ret)
-			ret = send_qp_ready(s, 0, false);
-		if (ret) {
-			tell_exsd_close(s);
-			connect_failed(s, -ret);
+		if (s && s->state == EXS_S_CONNECTING && !s->conn) {
+			ret = exs_conn_create(s, m->route->device, m->route->iwarp, s->cfg_credits);
+			if (!ret && m->route->init)
+				ret = exs_conn_modify(s->conn, m->route->init);
+			qp_step_done(s, ret);
 		}
 		break;
 	case EXS_CTL__MSG__BODY_RTR:
 		s = exs_sock_get((int)m->rtr->sock);
-		if (!s || s->state != EXS_S_CONNECTING || !s->conn)
-			break;
-		ret = apply_attrs(s->conn, m->rtr->n_attrs, m->rtr->attrs);
-		if (!ret)
-			ret = send_qp_ready(s, 0, false);
-		if (ret) {
-			tell_exsd_close(s);
-			connect_failed(s, -ret);
-		}
+		if (s && s->state == EXS_S_CONNECTING && s->conn)
+			qp_step_done(s, apply_attrs(s->conn, m->rtr->n_attrs, m->rtr->attrs));
 		break;
 	case EXS_CTL__MSG__BODY_ESTABLISHED:
 		s = exs_sock_get((int)m->established->sock);

@@ -76,6 +76,10 @@ int main(int argc, char **argv)
 			errno = ev.exs_evt_errno;
 			expect("async exs_connect event", ev.exs_evt_errno ? -1 : 0, ECONNREFUSED, now() - t);
 		}
+		if (exs_qdelete(q)) {
+			printf("FAIL exs_qdelete after the connect event: %s\n", strerror(errno));
+			failures++;
+		}
 	} else if (!strcmp(argv[1], "noexsd")) {
 		t = now();
 		ret = exs_connect(fd, (struct sockaddr *)&sa, sizeof(sa), EXS_BLOCK, NULL, NULL, NULL);

@@ -230,6 +230,10 @@ int main(int argc, char **argv)
 		die("exs_blocking_close (listener)");
 	if (!unreg && (exs_mderegister(smh, 0) || exs_mderegister(rmh, 0)))
 		die("exs_mderegister");
+	if (exs_qdelete(q))
+		die("exs_qdelete");
+	free(sbuf);
+	free(rbuf);
 	printf("exs_xfer: %s %s %s: %d messages each way, %llu bytes sent, %llu bytes received "
 	       "and verified, %.2f s, %.1f MB/s\n",
 	       server ? "server" : "client", type == SOCK_STREAM ? "stream" : "seqpacket",

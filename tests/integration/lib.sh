@@ -22,9 +22,17 @@ start_exsd() {
 	return 1
 }
 
+# stop_exsd NAME: SIGTERM; exsd must exit 0 (under ASan: with no leak)
 stop_exsd() {
 	kill "$EXSD_PID" 2>/dev/null
-	wait "$EXSD_PID" 2>/dev/null
+	wait "$EXSD_PID"
+	local rc=$?
+	if [ $rc = 0 ]; then
+		pass "exsd ($1) stopped cleanly on SIGTERM"
+	else
+		fail "exsd ($1) exited with $rc"
+		tail -n 30 "$LOGS/exsd-$1.log" | sed 's/^/    /'
+	fi
 }
 
 # wait_for FILE PATTERN SECS

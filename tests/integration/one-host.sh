@@ -41,7 +41,7 @@ for t in rxe siw; do
 	fi
 	echo "$out" | sed 's/^/    /'
 done
-stop_exsd
+stop_exsd one
 
 # no exsd at all: the first call that needs it fails at once with ENETDOWN
 if out=$(EXS_SOCKET=/run/exs/none.sock timeout 20 "$B/tests/exs_errors" noexsd "$EXS_VM_RXE_IP" 7471 2>&1); then

@@ -17,7 +17,7 @@ if [ "$role" = b ]; then
 	wait $s && pass "server on $EXS_VM_SIW_DEV ($(transport_of "$EXS_VM_SIW_DEV"))" || fail "server on siw"
 	sed 's/^/    /' $LOGS/siw.server
 	sleep 1
-	stop_exsd
+	stop_exsd "$role"
 	[ $FAIL != 0 ] && tail -n 30 $LOGS/exsd-b.log
 	summary
 	exit
@@ -40,6 +40,6 @@ for t in rxe siw; do
 	fi
 	echo "$out" | sed 's/^/    /'
 done
-stop_exsd
+stop_exsd "$role"
 [ $FAIL != 0 ] && tail -n 30 $LOGS/exsd-a.log
 summary

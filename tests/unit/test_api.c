@@ -5,7 +5,7 @@
  * that need exsd. Each test runs in its own process (Check fork mode).
  */
 #include <arpa/inet.h>
-#include <check.h>
+#include "check_main.h"
 #include <errno.h>
 #include <stdlib.h>
 
@@ -117,6 +117,8 @@ START_TEST(data_before_connect)
 	ck_fails(exs_send(fd, buf, 1, 0, NULL, NULL, EXS_MHANDLE_UNREGISTERED), EINVAL);
 	ck_fails(exs_send(fd, buf, (size_t)1 << 40, 0, q, NULL, EXS_MHANDLE_UNREGISTERED), EMSGSIZE);
 	ck_fails(exs_send(fd, buf, 1, 0, q, NULL, (exs_mhandle_t)buf), EINVAL);
+	/* failed starts leave no operation behind on the queue */
+	ck_assert_int_eq(exs_qdelete(q), 0);
 }
 END_TEST
 
@@ -156,6 +158,7 @@ START_TEST(call_flags_and_states)
 	ck_fails(exs_accept(fd, NULL, 1, 0, q), EINVAL);
 	ck_fails(exs_accept(fd, &aa, 0, 0, q), EINVAL);
 	ck_fails(exs_connect(fd, NULL, 0, 0x2, NULL, q, NULL), EINVAL);
+	ck_assert_int_eq(exs_qdelete(q), 0);
 }
 END_TEST
 
@@ -191,27 +194,7 @@ END_TEST
 
 int main(void)
 {
-	Suite *s = suite_create("api");
-	TCase *tc = tcase_create("api");
-	SRunner *sr;
-	int failed;
+	const TTest *const tests[] = { init_checks_version, socket_args, bad_and_closed_fds, needs_exsd_gives_enetdown, address_checks, data_before_connect, queue_args, call_flags_and_states, fcntl_credits, registration_args, NULL };
 
-	tcase_set_timeout(tc, 20);
-	tcase_add_test(tc, init_checks_version);
-	tcase_add_test(tc, socket_args);
-	tcase_add_test(tc, bad_and_closed_fds);
-	tcase_add_test(tc, needs_exsd_gives_enetdown);
-	tcase_add_test(tc, address_checks);
-	tcase_add_test(tc, data_before_connect);
-	tcase_add_test(tc, queue_args);
-	tcase_add_test(tc, call_flags_and_states);
-	tcase_add_test(tc, fcntl_credits);
-	tcase_add_test(tc, registration_args);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_set_fork_status(sr, CK_FORK);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return run_tests("api", 20, tests);
 }

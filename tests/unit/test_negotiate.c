@@ -1,6 +1,6 @@
 /* The setup negotiation in CM private data (exsd/negotiate.c). */
 #include <arpa/inet.h>
-#include <check.h>
+#include "check_main.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,19 +59,7 @@ END_TEST
 
 int main(void)
 {
-	Suite *s = suite_create("negotiate");
-	TCase *tc = tcase_create("negotiate");
-	SRunner *sr;
-	int failed;
+	const TTest *const tests[] = { round_trip_and_minimum, refusals, rejects, NULL };
 
-	tcase_set_timeout(tc, 10);
-	tcase_add_test(tc, round_trip_and_minimum);
-	tcase_add_test(tc, refusals);
-	tcase_add_test(tc, rejects);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return run_tests("negotiate", 10, tests);
 }

@@ -1,5 +1,5 @@
 /* QP attributes through the control protocol (proto/exs_qpattr.c). */
-#include <check.h>
+#include "check_main.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,18 +63,7 @@ END_TEST
 
 int main(void)
 {
-	Suite *s = suite_create("qpattr");
-	TCase *tc = tcase_create("qpattr");
-	SRunner *sr;
-	int failed;
+	const TTest *const tests[] = { round_trip, refuses_bad_fields, NULL };
 
-	tcase_set_timeout(tc, 10);
-	tcase_add_test(tc, round_trip);
-	tcase_add_test(tc, refuses_bad_fields);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return run_tests("qpattr", 10, tests);
 }

@@ -1,6 +1,6 @@
 /* Event queues (libexs/queue.c): order, growth, timeouts, negative counts,
  * deletion rules and many threads. */
-#include <check.h>
+#include "check_main.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
@@ -161,22 +161,7 @@ END_TEST
 
 int main(void)
 {
-	Suite *s = suite_create("queue");
-	TCase *tc = tcase_create("queue");
-	SRunner *sr;
-	int failed;
+	const TTest *const tests[] = { order_and_growth, timeout_and_poll, negative_count_waits_for_n, delete_rules, many_threads, bounds, NULL };
 
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, order_and_growth);
-	tcase_add_test(tc, timeout_and_poll);
-	tcase_add_test(tc, negative_count_waits_for_n);
-	tcase_add_test(tc, delete_rules);
-	tcase_add_test(tc, many_threads);
-	tcase_add_test(tc, bounds);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return run_tests("queue", 30, tests);
 }
