@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <stdio.h>
 
 #include "exsd.h"
 #include "exs_qpattr.h"
@@ -49,6 +50,9 @@ static struct ep *ep_new(struct client *c)
 	if (!e)
 		return NULL;
 	e->c = c;
+	e->gid = ++exsd.next_ep;
+	e->created_ms = now_ms();
+	e->type = SOCK_SEQPACKET;
 	e->next = c->eps;
 	c->eps = e;
 	c->neps++;
@@ -118,8 +122,35 @@ static void send_conn_error(struct ep *e, int err)
 }
 
 /* The connection is over for exsd: tell the client, free once acked. */
+/*
+ * Whether the client's process is exiting or gone. A killed process tears
+ * down its QPs (and so its connections) while it exits, before its control
+ * socket closes; by then the kernel has already dropped its memory, which
+ * /proc shows as an empty cmdline.
+ */
+static bool owner_gone(const struct client *c)
+{
+	char path[64], buf[8];
+	FILE *f;
+	bool gone;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)c->pid);
+	f = fopen(path, "r");
+	if (!f)
+		return true;
+	gone = fread(buf, 1, sizeof(buf), f) == 0;
+	fclose(f);
+	return gone;
+}
+
 static void ep_fail(struct ep *e, int err)
 {
+	if (e->state == EP_ESTABLISHED && err == ECONNRESET && owner_gone(e->c))
+		observe_event(e, "close", ESRCH); /* the CM saw its process die first */
+	else if (e->state == EP_ESTABLISHED && err == ECONNRESET)
+		observe_event(e, "disconnect", 0);
+	else
+		observe_event(e, "error", err);
 	if (e->state == EP_ESTABLISHED && err == ECONNRESET)
 		exsd_log(LOG_INFO, "client %u (%s) sock %u: disconnected by the peer", e->c->id,
 			 e->c->comm, e->sock);
@@ -219,6 +250,7 @@ int cm_bind(struct client *c, uint32_t seq, ExsCtl__Bind *b)
 		return -ENOBUFS;
 	e->sock = b->sock;
 	e->has_sock = true;
+	e->type = b->type == SOCK_STREAM ? SOCK_STREAM : SOCK_SEQPACKET;
 	ret = create_id(e);
 	if (!ret && rdma_bind_addr(e->id, (struct sockaddr *)&ss))
 		ret = -errno;
@@ -249,6 +281,7 @@ int cm_listen(struct client *c, uint32_t seq, ExsCtl__Listen *l)
 		return -errno;
 	e->backlog = l->backlog;
 	ep_set_state(e, EP_LISTENING);
+	observe_event(e, "listen", 0);
 	ctl_reply_ok(c, seq);
 	return 0;
 }
@@ -276,6 +309,7 @@ int cm_connect(struct client *c, ExsCtl__Connect *m)
 		}
 	}
 	memcpy(&dst, m->addr.data, m->addr.len);
+	e->type = m->type == SOCK_STREAM ? SOCK_STREAM : SOCK_SEQPACKET;
 	e->offer.credits = m->setup->credits;
 	e->offer.sp_max = m->setup->sp_max;
 	arm_timer(e, m->timeout_ms ? m->timeout_ms : EXSD_CONNECT_MS);
@@ -308,6 +342,7 @@ static void send_established(struct ep *e)
 	ep_set_state(e, EP_ESTABLISHED);
 	if (e->timer)
 		evtimer_del(e->timer);
+	observe_event(e, e->passive ? "accept" : "connect", 0);
 	exsd_log(LOG_INFO, "client %u (%s) sock %u: established on %s (%s), credits %u",
 		 e->c->id, e->c->comm, e->sock, ibv_get_device_name(e->id->verbs->device),
 		 e->iwarp ? "iWARP" : "IB/RoCE", e->agreed.credits);
@@ -397,6 +432,8 @@ int cm_close_sock(struct client *c, ExsCtl__Close *m)
 
 	if (!e)
 		return 0; /* already gone on our side: closing is idempotent */
+	if (e->state == EP_ESTABLISHED || e->state == EP_LISTENING)
+		observe_event(e, "close", 0);
 	if (e->state == EP_LISTENING) {
 		/* requests not yet accepted die with their listener */
 		for (struct ep *o = c->eps; o; o = o->next)
@@ -526,6 +563,7 @@ static void on_request(struct ep *l, struct rdma_cm_event *ev)
 		e->id = id;
 		id->context = e;
 		e->passive = true;
+		e->type = l->type;
 		e->iwarp = is_iwarp(id);
 		e->conn = ++exsd.next_conn ? exsd.next_conn : ++exsd.next_conn;
 		e->listener = l;

@@ -75,8 +75,13 @@ void client_drop(struct client *c, const char *why)
 	struct client **p;
 
 	exsd_log(LOG_INFO, "client %u (%s, pid %d) gone: %s", c->id, c->comm, (int)c->pid, why);
+	c->monitor = false;
+	for (struct ep *e = c->eps; e; e = e->next)
+		if (e->state == EP_ESTABLISHED || e->state == EP_LISTENING)
+			observe_event(e, "close", ESRCH); /* its process is gone */
 	while (c->eps)
 		ep_free(c->eps);
+	observe_client_gone(c);
 	for (p = &exsd.clients; *p; p = &(*p)->next)
 		if (*p == c) {
 			*p = c->next;
@@ -120,6 +125,7 @@ static bool dispatch(struct client *c, ExsCtl__Msg *m)
 			return false;
 		}
 		c->hello = true;
+		c->observer = m->hello->observer;
 		ctl_msg_init(&r);
 		r.seq = m->seq;
 		hr.client_id = c->id;
@@ -153,6 +159,22 @@ static bool dispatch(struct client *c, ExsCtl__Msg *m)
 		return true;
 	case EXS_CTL__MSG__BODY_CLOSE:
 		cm_close_sock(c, m->close);
+		return true;
+	case EXS_CTL__MSG__BODY_QUERY:
+		ret = observe_query(c, m->seq, m->query);
+		if (ret)
+			ctl_reply_error(c, m->seq, -ret, NULL);
+		return true;
+	case EXS_CTL__MSG__BODY_STATS_REPLY:
+		observe_stats_reply(c, m->seq, m->stats_reply);
+		return true;
+	case EXS_CTL__MSG__BODY_MONITOR:
+		observe_monitor(c, m->seq);
+		return true;
+	case EXS_CTL__MSG__BODY_DISCONNECT:
+		ret = observe_disconnect(c, m->seq, m->disconnect);
+		if (ret)
+			ctl_reply_error(c, m->seq, -ret, NULL);
 		return true;
 	default:
 		ctl_reply_error(c, m->seq, EOPNOTSUPP, "not a request");
@@ -188,7 +210,7 @@ static void on_client(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	if (m->version != EXS_CTL_VERSION) {
-		ctl_reply_error(c, m->seq, EPROTONOSUPPORT, "control protocol version 1 only");
+		ctl_reply_error(c, m->seq, EPROTONOSUPPORT, "control protocol version 2 only");
 		exs_ctl__msg__free_unpacked(m, NULL);
 		client_drop(c, "protocol version mismatch");
 		return;
@@ -229,6 +251,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 	c->pid = cred.pid;
 	c->uid = cred.uid;
 	c->id = ++exsd.next_client;
+	c->created_ms = now_ms();
 	snprintf(path, sizeof(path), "/proc/%d/comm", (int)cred.pid);
 	if ((f = fopen(path, "r"))) {
 		if (fgets(c->comm, sizeof(c->comm), f))

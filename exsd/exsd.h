@@ -13,12 +13,10 @@
 #include <event2/event.h>
 #include <rdma/rdma_cma.h>
 
-#include "exs_control.pb-c.h"
+#include "exs_control.h"
 #include "exs_wire.h"
 
-#define EXS_CTL_VERSION 1
-#define EXS_CTL_MAX_MSG 4096
-#define EXSD_DEFAULT_SOCKET "/run/exs/exsd.sock"
+#define EXSD_DEFAULT_SOCKET EXS_CTL_DEFAULT_SOCKET
 #define EXSD_MAX_CLIENTS 1024
 #define EXSD_MAX_EPS_PER_CLIENT 4096
 #define EXSD_RESOLVE_MS 2000
@@ -44,8 +42,19 @@ enum ep_state {
 };
 const char *ep_state_name(enum ep_state s);
 
+/* Live counters of a socket, last reported by its libexs. */
+struct ep_stats {
+	bool live;
+	uint32_t send_used, recv_used, peer_adverts, sends_queued;
+	uint64_t bytes_sent, bytes_received, sends, receives, errors;
+};
+
 /* One rdmacm id and what the EXS socket on top of it is doing. */
 struct ep {
+	uint32_t gid;		/* exsd-wide id, shown by exsctl */
+	uint32_t type;		/* SOCK_STREAM / SOCK_SEQPACKET */
+	uint64_t created_ms;
+	struct ep_stats stats;
 	struct client *c;
 	uint32_t sock;		/* the libexs fd (0 and !has_sock for a fresh request) */
 	bool has_sock;
@@ -68,7 +77,8 @@ struct client {
 	pid_t pid;
 	uid_t uid;
 	char comm[17];
-	bool hello;
+	bool hello, observer, monitor;
+	uint64_t created_ms;
 	unsigned neps;
 	struct ep *eps;
 	struct client *next;
@@ -84,7 +94,8 @@ struct exsd {
 	bool own_socket;
 	struct client *clients;
 	unsigned nclients;
-	uint32_t next_client, next_conn;
+	uint32_t next_client, next_conn, next_ep;
+	struct query *queries;
 	int log_level;
 	bool log_prefix;
 };
@@ -111,6 +122,15 @@ int cm_connect(struct client *c, ExsCtl__Connect *m);
 int cm_qp_ready(struct client *c, ExsCtl__QpReady *m);
 int cm_reject(struct client *c, ExsCtl__Reject *m);
 int cm_close_sock(struct client *c, ExsCtl__Close *m);
+
+/* observe.c: exsctl's view */
+uint64_t now_ms(void);
+int observe_query(struct client *c, uint32_t seq, ExsCtl__Query *q);
+void observe_stats_reply(struct client *c, uint32_t seq, ExsCtl__StatsReply *r);
+int observe_disconnect(struct client *c, uint32_t seq, ExsCtl__Disconnect *d);
+void observe_monitor(struct client *c, uint32_t seq);
+void observe_event(struct ep *e, const char *event, int err);
+void observe_client_gone(struct client *c);
 
 /* negotiate.c */
 void setup_encode(struct exs_wire_setup *w, uint8_t kind, uint32_t credits, uint32_t sp_max);

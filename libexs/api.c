@@ -46,7 +46,7 @@ int exs_init(int version)
 	pthread_cond_init(&exs_g.cond, &ca);
 	pthread_condattr_destroy(&ca);
 	path = getenv("EXS_SOCKET");
-	exs_g.ctl_path = path && *path ? strdup(path) : EXS_DEFAULT_SOCKET;
+	exs_g.ctl_path = path && *path ? strdup(path) : EXS_CTL_DEFAULT_SOCKET;
 	ret = exs_progress_start();
 	if (ret) {
 		free(exs_g.socks);

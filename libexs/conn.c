@@ -211,11 +211,14 @@ void exs_op_complete(struct exs_sock *s, struct exs_op *op, int err, size_t len,
 		else
 			exs_queue_post(op->q, &ev);
 	}
-	if (!err) {
-		if (is_send)
-			c->bytes_sent += len;
-		else
-			c->bytes_rcvd += len;
+	if (err) {
+		c->errors++;
+	} else if (is_send) {
+		c->bytes_sent += len;
+		c->sends++;
+	} else {
+		c->bytes_rcvd += len;
+		c->recvs++;
 	}
 	memset(op, 0, sizeof(*op));
 	if (is_send)
@@ -372,11 +375,12 @@ void exs_conn_abort(struct exs_sock *s)
 	struct exs_conn *c = s->conn;
 
 	exs_conn_fail_all(s, ECONNABORTED);
+	c->aborting = true;
 	if (!c->reset && !c->fin_posted && !post_ctl(c, EXS_WIRE_ABORT, 0, 0, 0, 0, 0, -1))
 		c->fin_posted = true;
 	else
 		c->fin_done = true;
-	c->reset = true;
+	c->reset = true; /* take nothing more from the peer */
 }
 
 static void complete_slot(struct exs_sock *s, uint32_t slot, size_t len, size_t lost)

@@ -142,14 +142,14 @@ int exs_ctl_ensure(void)
 	return exs_g.ctl_fd >= 0 ? 0 : ctl_open();
 }
 
-/* Fire and forget, on the channel as it is (no reopening). */
+/* Fire and forget, on the channel as it is (no reopening). Events and
+ * answers to exsd's own requests: m->seq is the caller's. */
 int exs_ctl_send(ExsCtl__Msg *m)
 {
 	int ret;
 
 	if (exs_g.ctl_fd < 0)
 		return -ENETDOWN;
-	m->seq = 0;
 	ret = ctl_write(m);
 	if (ret)
 		ctl_lost();
@@ -212,6 +212,13 @@ void exs_ctl_input(int fd)
 			ctl_lost();
 			pthread_mutex_unlock(&exs_g.lock);
 			return;
+		}
+		if (m->body_case == EXS_CTL__MSG__BODY_STATS_REQUEST) {
+			/* exsd's own request: its seq is not one of ours */
+			exs_sock_stats(m->seq);
+			exs_ctl__msg__free_unpacked(m, NULL);
+			pthread_mutex_unlock(&exs_g.lock);
+			continue;
 		}
 		for (w = waiters; w && m->seq; w = w->next)
 			if (w->seq == m->seq && !w->done)

@@ -21,12 +21,9 @@
 
 #include "exs.h"
 #include "exs_wire.h"
-#include "exs_control.pb-c.h"
+#include "exs_control.h"
 #include "exs_qpattr.h"
 
-#define EXS_CTL_VERSION 1
-#define EXS_CTL_MAX_MSG 4096
-#define EXS_DEFAULT_SOCKET "/run/exs/exsd.sock"
 
 /* bounds on what a caller controls */
 #define EXS_MAX_SOCKETS 65536
@@ -37,6 +34,8 @@
 #define EXS_MAX_XFER ((size_t)INT32_MAX)
 #define EXS_MAX_DEVS 16
 #define EXS_CTL_TIMEOUT_MS 10000
+#define EXS_LINGER_MS 30000 /* a closing socket's sends may wait this long for adverts */
+#define EXS_FIN_MS 5000     /* then its FIN (or ABORT) this long for its completion */
 
 static inline int exs_err(int e)
 {
@@ -130,8 +129,8 @@ struct exs_conn {
 	uint32_t sf_head, sf_count;
 	struct exs_wire_msg *ads;
 	uint32_t ad_head, ad_count;
-	bool fin_rcvd, fin_posted, fin_done, reset;
-	uint64_t bytes_sent, bytes_rcvd;
+	bool fin_rcvd, fin_posted, fin_done, reset, aborting;
+	uint64_t bytes_sent, bytes_rcvd, sends, recvs, errors; /* for exsctl */
 };
 struct exs_sock;
 int exs_conn_create(struct exs_sock *s, const char *dev, bool iwarp, uint32_t credits);
@@ -191,6 +190,7 @@ struct exs_sock {
 	int *op_done; /* blocking waiters */
 	int op_err;
 	/* close */
+	uint64_t close_deadline_ms;
 	struct exs_queue *close_q;
 	exs_ahandle_t close_ah;
 	bool close_abort;
@@ -206,6 +206,9 @@ void exs_ctl_msg_init(ExsCtl__Msg *m);
 
 /* ---- progress.c */
 int exs_progress_start(void);
+void exs_progress_wake(void);
+uint64_t exs_now_ms(void);
+void exs_sock_close_tick(uint64_t now_ms);
 int exs_progress_add_fd(int fd, void *tag);
 void exs_progress_del_fd(int fd);
 
@@ -215,6 +218,7 @@ struct exs_sock *exs_sock_alloc(int domain, int type);
 void exs_sock_free(struct exs_sock *s);
 bool exs_sock_event(ExsCtl__Msg *m); /* an exsd event, lock held; true: kept m */
 void exs_sock_ctl_lost(void);
+void exs_sock_stats(uint32_t seq); /* answer exsd's StatsRequest */
 void exs_sock_maybe_finish_close(struct exs_sock *s);
 void exs_sock_conn_broken(struct exs_sock *s, int err);
 int exs_sock_bind(struct exs_sock *s, const struct sockaddr *a, socklen_t len);
@@ -229,6 +233,7 @@ struct exs_global {
 	pthread_cond_t cond; /* any state change a blocked caller may wait for */
 	bool inited;
 	int epfd, wakefd;
+	unsigned nclosing; /* sockets in EXS_S_CLOSING: the progress thread ticks */
 	pthread_t thread;
 	int ctl_fd;
 	uint32_t ctl_seq;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "exs_int.h"
@@ -49,19 +50,46 @@ static void dev_input(struct exs_dev *d)
 	}
 }
 
+uint64_t exs_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void exs_progress_wake(void)
+{
+	uint64_t one = 1;
+
+	if (write(exs_g.wakefd, &one, sizeof(one)) < 0) {
+		/* the counter is full: the thread is awake anyway */
+	}
+}
+
 static void *progress_main(void *arg)
 {
 	struct epoll_event ev[16];
+	uint64_t v;
 	int n, i;
 
 	(void)arg;
 	for (;;) {
-		n = epoll_wait(exs_g.epfd, ev, 16, -1);
+		/* tick while sockets close, so that no close waits forever */
+		n = epoll_wait(exs_g.epfd, ev, 16, __atomic_load_n(&exs_g.nclosing, __ATOMIC_RELAXED) ? 100 : -1);
 		for (i = 0; i < n; i++) {
 			if (ev[i].data.u64 & (1ull << 63))
 				exs_ctl_input((int)(uint32_t)ev[i].data.u64);
-			else if (ev[i].data.ptr)
+			else if (ev[i].data.ptr == &exs_g.wakefd) {
+				if (read(exs_g.wakefd, &v, sizeof(v)) < 0)
+					continue;
+			} else if (ev[i].data.ptr)
 				dev_input(ev[i].data.ptr);
+		}
+		if (__atomic_load_n(&exs_g.nclosing, __ATOMIC_RELAXED)) {
+			pthread_mutex_lock(&exs_g.lock);
+			exs_sock_close_tick(exs_now_ms());
+			pthread_mutex_unlock(&exs_g.lock);
 		}
 	}
 	return NULL;
@@ -72,8 +100,13 @@ int exs_progress_start(void)
 	sigset_t all, old;
 	int ret;
 
+	struct epoll_event wev = { .events = EPOLLIN, .data.ptr = &exs_g.wakefd };
+
 	exs_g.epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (exs_g.epfd < 0)
+		return -errno;
+	exs_g.wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (exs_g.wakefd < 0 || epoll_ctl(exs_g.epfd, EPOLL_CTL_ADD, exs_g.wakefd, &wev))
 		return -errno;
 	/* the application's signals are not ours to take */
 	sigfillset(&all);

@@ -127,6 +127,7 @@ int exs_sock_bind(struct exs_sock *s, const struct sockaddr *a, socklen_t len)
 	b.sock = (uint32_t)s->fd;
 	b.addr.data = (uint8_t *)a;
 	b.addr.len = len;
+	b.type = (uint32_t)s->type;
 	m.body_case = EXS_CTL__MSG__BODY_BIND;
 	m.bind = &b;
 	ret = exs_ctl_call(&m, &r);
@@ -340,6 +341,7 @@ int exs_sock_connect(struct exs_sock *s, const struct sockaddr *a, socklen_t len
 	c.sock = (uint32_t)s->fd;
 	c.addr.data = (uint8_t *)a;
 	c.addr.len = len;
+	c.type = (uint32_t)s->type;
 	su.credits = s->cfg_credits;
 	su.sp_max = s->cfg_sp_max;
 	c.setup = &su;
@@ -541,6 +543,51 @@ void exs_sock_ctl_lost(void)
 	}
 }
 
+/* ---- live counters for exsctl, asked for by exsd */
+
+void exs_sock_stats(uint32_t seq)
+{
+	ExsCtl__SockStats st[EXS_CTL_STATS_BATCH], *sp[EXS_CTL_STATS_BATCH];
+	ExsCtl__StatsReply r = EXS_CTL__STATS_REPLY__INIT;
+	ExsCtl__Msg m;
+	size_t n = 0;
+	int fd;
+
+	exs_ctl_msg_init(&m);
+	m.seq = seq;
+	m.body_case = EXS_CTL__MSG__BODY_STATS_REPLY;
+	m.stats_reply = &r;
+	r.socks = sp;
+	for (fd = 0; fd <= EXS_MAX_SOCKETS; fd++) {
+		struct exs_sock *s = fd < EXS_MAX_SOCKETS ? exs_g.socks[fd] : NULL;
+		struct exs_conn *c = s ? s->conn : NULL;
+
+		if (c && (s->state == EXS_S_CONNECTED || s->state == EXS_S_CLOSING)) {
+			ExsCtl__SockStats *x = &st[n];
+
+			exs_ctl__sock_stats__init(x);
+			x->sock = (uint32_t)fd;
+			x->send_credits_used = c->alloc - c->nsfree;
+			x->recv_credits_used = c->alloc - c->nrfree;
+			x->peer_adverts = c->ad_count;
+			x->sends_queued = c->sf_count;
+			x->bytes_sent = c->bytes_sent;
+			x->bytes_received = c->bytes_rcvd;
+			x->sends = c->sends;
+			x->receives = c->recvs;
+			x->errors = c->errors;
+			sp[n++] = x;
+		}
+		if (n == EXS_CTL_STATS_BATCH || (fd == EXS_MAX_SOCKETS)) {
+			r.n_socks = n;
+			r.more = fd != EXS_MAX_SOCKETS;
+			if (n || !r.more)
+				exs_ctl_send(&m);
+			n = 0;
+		}
+	}
+}
+
 /* ---- closing */
 
 static void finish_close(struct exs_sock *s)
@@ -548,6 +595,9 @@ static void finish_close(struct exs_sock *s)
 	struct exs_queue *q = s->close_q;
 	exs_ahandle_t ah = s->close_ah;
 	int fd = s->fd;
+
+	if (s->state == EXS_S_CLOSING)
+		exs_g.nclosing--;
 
 	tell_exsd_close(s);
 	exs_sock_free(s);
@@ -560,11 +610,38 @@ void exs_sock_maybe_finish_close(struct exs_sock *s)
 
 	if (s->state != EXS_S_CLOSING)
 		return;
-	if (!c->fin_posted && !c->reset && exs_conn_sends_idle(c) && exs_conn_post_fin(s))
-		exs_sock_conn_broken(s, ECONNRESET);
-	if (c->fin_done || (c->reset && !c->fin_posted)) {
+	if (!c->fin_posted && !c->reset && exs_conn_sends_idle(c)) {
+		if (exs_conn_post_fin(s))
+			exs_sock_conn_broken(s, ECONNRESET);
+		else
+			s->close_deadline_ms = exs_now_ms() + EXS_FIN_MS;
+	}
+	/* A broken connection has nothing left to deliver; an abort waits for
+	 * its ABORT to leave (or for the deadline). */
+	if (c->fin_done || (c->reset && !c->aborting)) {
 		exs_conn_fail_all(s, ECONNABORTED);
 		finish_close(s);
+	}
+}
+
+/* Progress thread, every tick while sockets close: nothing lingers forever. */
+void exs_sock_close_tick(uint64_t now)
+{
+	int fd;
+
+	for (fd = 0; fd < EXS_MAX_SOCKETS && exs_g.nclosing; fd++) {
+		struct exs_sock *s = exs_g.socks[fd];
+
+		if (!s || s->state != EXS_S_CLOSING || now < s->close_deadline_ms)
+			continue;
+		if (!s->conn->fin_posted) {
+			/* sends the peer never asked for: give up on them, and say so */
+			exs_conn_abort(s);
+			s->close_deadline_ms = now + EXS_FIN_MS;
+		} else {
+			s->conn->fin_done = true; /* the FIN/ABORT never completed */
+		}
+		exs_sock_maybe_finish_close(s);
 	}
 }
 
@@ -603,6 +680,9 @@ int exs_sock_close(struct exs_sock *s, int flags, struct exs_queue *q, exs_ahand
 		return 0;
 	case EXS_S_CONNECTED:
 		set_state(s, EXS_S_CLOSING);
+		exs_g.nclosing++;
+		s->close_deadline_ms = exs_now_ms() + ((flags & EXS_DONTLINGER) ? EXS_FIN_MS : EXS_LINGER_MS);
+		exs_progress_wake();
 		if (flags & EXS_DONTLINGER)
 			exs_conn_abort(s);
 		exs_sock_maybe_finish_close(s);

@@ -172,10 +172,15 @@ int main(int argc, char **argv)
 		if (exs_send(fd, sbuf, slen, 0, q, (void *)2, smh))
 			die("exs_send");
 		while (pending) {
-			int k = exs_qdequeue(q, ev, 2, NULL);
+			struct timeval stall = { 60, 0 };
+			int k = exs_qdequeue(q, ev, 2, &stall);
 
 			if (k < 0)
 				die("exs_qdequeue");
+			if (k == 0) {
+				fprintf(stderr, "exs_xfer: message %d: no event for 60 s, %d pending\n", i, pending);
+				return 3;
+			}
 			for (int j = 0; j < k; j++, pending--) {
 				struct exs_evt_xfer *x = &ev[j].exs_evt_union.exs_evt_xfer;
 

@@ -3,6 +3,7 @@
 # rxe0 (RoCE) and siw0 (iWARP). Run by `ctest` through tests/vm/exs-vm.
 set -u
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/exsctl.sh"
 
 # xfer NAME IP PORT DEV ARGS...: one server and one client, both must pass
 xfer() {
@@ -41,7 +42,14 @@ for t in rxe siw; do
 	fi
 	echo "$out" | sed 's/^/    /'
 done
+exsctl_tests
 stop_exsd one
+if out=$("$B/exsctl" conns 2>&1); then
+	fail "exsctl without exsd succeeded"
+else
+	pass "exsctl without exsd: non-zero exit and a clear message"
+fi
+echo "    $out"
 
 # no exsd at all: the first call that needs it fails at once with ENETDOWN
 if out=$(EXS_SOCKET=/run/exs/none.sock timeout 20 "$B/tests/exs_errors" noexsd "$EXS_VM_RXE_IP" 7471 2>&1); then

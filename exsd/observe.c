@@ -1,0 +1,468 @@
+/*
+ * What exsctl sees: queries over exsd's sockets, clients, devices and
+ * configuration, live counters gathered from each libexs on demand, the
+ * monitor event stream, and the one action an observer may take
+ * (Disconnect). Access rule, as ss(8): anyone may list; the owner and the
+ * counters of another uid's socket are shown only to root; only root or
+ * the owner may disconnect.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "exsd.h"
+
+#define QUERY_STATS_MS 500
+#define REPLY_BATCH 12
+
+struct query {
+	uint32_t id;
+	struct client *observer;
+	uint32_t seq;
+	ExsCtl__Query__What what;
+	uint32_t *waiting; /* ids of clients whose StatsReply is due */
+	unsigned nwaiting;
+	struct event *timer;
+	struct query *next;
+};
+
+uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* strings that live as long as one SockInfo being sent */
+struct info_buf {
+	char local[64], peer[64];
+};
+
+static uint32_t fmt_addr(char *buf, size_t len, const struct sockaddr *sa)
+{
+	char a[INET6_ADDRSTRLEN] = "";
+	uint16_t port = 0;
+
+	if (sa && sa->sa_family == AF_INET) {
+		const struct sockaddr_in *s4 = (const void *)sa;
+
+		inet_ntop(AF_INET, &s4->sin_addr, a, sizeof(a));
+		port = ntohs(s4->sin_port);
+		snprintf(buf, len, "%s:%u", a, port);
+	} else if (sa && sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const void *)sa;
+
+		inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof(a));
+		port = ntohs(s6->sin6_port);
+		snprintf(buf, len, "[%s]:%u", a, port);
+	} else {
+		snprintf(buf, len, "-");
+	}
+	return port;
+}
+
+static bool may_see(const struct client *observer, const struct client *owner)
+{
+	return observer->uid == 0 || observer->uid == owner->uid;
+}
+
+static void fill_info(ExsCtl__SockInfo *i, struct info_buf *b, const struct ep *e,
+		      const struct client *observer)
+{
+	bool up = e->state != EP_BOUND && e->state != EP_LISTENING;
+
+	exs_ctl__sock_info__init(i);
+	i->id = e->gid;
+	i->local_port = fmt_addr(b->local, sizeof(b->local), e->id ? rdma_get_local_addr(e->id) : NULL);
+	i->peer_port = up ? fmt_addr(b->peer, sizeof(b->peer), rdma_get_peer_addr(e->id)) : 0;
+	if (!up)
+		snprintf(b->peer, sizeof(b->peer), "-");
+	i->local = b->local;
+	i->peer = b->peer;
+	i->type = e->type == SOCK_STREAM ? "stream" : "seqpacket";
+	i->state = (char *)ep_state_name(e->state);
+	i->device = e->id && e->id->verbs ? (char *)ibv_get_device_name(e->id->verbs->device) : "-";
+	i->transport = !e->id || !e->id->verbs ? "-" : e->iwarp ? "iWARP" : "IB/RoCE";
+	i->uid = e->c->uid;
+	i->age_ms = now_ms() - e->created_ms;
+	i->backlog = e->backlog;
+	i->pending = e->pending;
+	i->credits = e->state == EP_ESTABLISHED ? e->agreed.credits : 0;
+	if (!may_see(observer, e->c)) {
+		i->hidden = true;
+		i->pid = -1;
+		i->comm = "";
+		return;
+	}
+	i->pid = e->c->pid;
+	i->comm = (char *)e->c->comm;
+	i->live = e->stats.live;
+	i->send_credits_used = e->stats.send_used;
+	i->recv_credits_used = e->stats.recv_used;
+	i->peer_adverts = e->stats.peer_adverts;
+	i->sends_queued = e->stats.sends_queued;
+	i->bytes_sent = e->stats.bytes_sent;
+	i->bytes_received = e->stats.bytes_received;
+	i->sends = e->stats.sends;
+	i->receives = e->stats.receives;
+	i->errors = e->stats.errors;
+}
+
+static bool wanted(const struct ep *e, ExsCtl__Query__What what)
+{
+	if (e->dead)
+		return false;
+	switch (what) {
+	case EXS_CTL__QUERY__WHAT__CONNS:
+		return e->has_sock && e->state != EP_BOUND && e->state != EP_LISTENING;
+	case EXS_CTL__QUERY__WHAT__LISTENERS:
+		return e->state == EP_LISTENING;
+	case EXS_CTL__QUERY__WHAT__PORTS:
+		return e->state == EP_BOUND || e->state == EP_LISTENING || e->state == EP_ESTABLISHED;
+	default:
+		return false;
+	}
+}
+
+static void send_reply(struct client *o, uint32_t seq, ExsCtl__QueryReply *r, bool more)
+{
+	ExsCtl__Msg m;
+
+	ctl_msg_init(&m);
+	m.seq = seq;
+	r->more = more;
+	m.body_case = EXS_CTL__MSG__BODY_QUERY_REPLY;
+	m.query_reply = r;
+	ctl_send(o, &m);
+}
+
+static void reply_socks(struct client *o, uint32_t seq, ExsCtl__Query__What what)
+{
+	ExsCtl__QueryReply r = EXS_CTL__QUERY_REPLY__INIT;
+	ExsCtl__SockInfo info[REPLY_BATCH], *ip[REPLY_BATCH];
+	struct info_buf bufs[REPLY_BATCH];
+	size_t n = 0;
+
+	r.socks = ip;
+	for (struct client *c = exsd.clients; c; c = c->next)
+		for (struct ep *e = c->eps; e; e = e->next) {
+			if (!wanted(e, what))
+				continue;
+			if (n == REPLY_BATCH) {
+				r.n_socks = n;
+				send_reply(o, seq, &r, true);
+				n = 0;
+			}
+			fill_info(&info[n], &bufs[n], e, o);
+			ip[n] = &info[n];
+			n++;
+		}
+	r.n_socks = n;
+	send_reply(o, seq, &r, false);
+}
+
+static void reply_clients(struct client *o, uint32_t seq)
+{
+	ExsCtl__QueryReply r = EXS_CTL__QUERY_REPLY__INIT;
+	ExsCtl__ClientInfo info[REPLY_BATCH], *ip[REPLY_BATCH];
+	size_t n = 0;
+
+	r.clients = ip;
+	for (struct client *c = exsd.clients; c; c = c->next) {
+		ExsCtl__ClientInfo *i = &info[n];
+
+		if (n == REPLY_BATCH) {
+			r.n_clients = n;
+			send_reply(o, seq, &r, true);
+			n = 0;
+			i = &info[0];
+		}
+		exs_ctl__client_info__init(i);
+		i->id = c->id;
+		i->uid = c->uid;
+		i->observer = c->observer;
+		i->age_ms = now_ms() - c->created_ms;
+		i->pid = may_see(o, c) ? c->pid : -1;
+		i->comm = may_see(o, c) ? c->comm : "";
+		for (struct ep *e = c->eps; e; e = e->next) {
+			i->sockets++;
+			i->listeners += e->state == EP_LISTENING;
+			i->connections += e->state == EP_ESTABLISHED;
+		}
+		ip[n++] = i;
+	}
+	r.n_clients = n;
+	send_reply(o, seq, &r, false);
+}
+
+static void reply_devices(struct client *o, uint32_t seq)
+{
+	ExsCtl__QueryReply r = EXS_CTL__QUERY_REPLY__INIT;
+	ExsCtl__DeviceInfo info[REPLY_BATCH], *ip[REPLY_BATCH];
+	struct ibv_device **list;
+	size_t n = 0;
+	int nd = 0;
+
+	r.devices = ip;
+	list = ibv_get_device_list(&nd);
+	for (int k = 0; list && k < nd && n < REPLY_BATCH; k++) {
+		struct ibv_context *ctx = ibv_open_device(list[k]);
+		struct ibv_port_attr pa;
+		ExsCtl__DeviceInfo *i = &info[n];
+
+		exs_ctl__device_info__init(i);
+		i->name = (char *)ibv_get_device_name(list[k]);
+		i->transport = list[k]->transport_type == IBV_TRANSPORT_IWARP ? "iWARP" : "IB/RoCE";
+		i->port = 1;
+		i->state = "?";
+		if (ctx && !ibv_query_port(ctx, 1, &pa)) {
+			i->state = (char *)ibv_port_state_str(pa.state);
+			i->active_mtu = 128u << pa.active_mtu;
+			i->max_msg_sz = pa.max_msg_sz;
+		}
+		if (ctx)
+			ibv_close_device(ctx);
+		ip[n++] = i;
+	}
+	r.n_devices = n;
+	send_reply(o, seq, &r, false);
+	if (list)
+		ibv_free_device_list(list);
+}
+
+static void reply_config(struct client *o, uint32_t seq)
+{
+	ExsCtl__QueryReply r = EXS_CTL__QUERY_REPLY__INIT;
+	ExsCtl__ConfigItem it[8], *ip[8];
+	char v[8][32];
+	const char *keys[] = { "socket", "log_level", "control_protocol", "wire_protocol",
+			       "max_clients", "max_sockets_per_client", "connect_timeout_ms" };
+	size_t n = sizeof(keys) / sizeof(keys[0]);
+
+	snprintf(v[1], sizeof(v[1]), "%s", exsd.log_level >= LOG_DEBUG ? "debug" : "info");
+	snprintf(v[2], sizeof(v[2]), "%d", EXS_CTL_VERSION);
+	snprintf(v[3], sizeof(v[3]), "%d", EXS_WIRE_VERSION);
+	snprintf(v[4], sizeof(v[4]), "%d", EXSD_MAX_CLIENTS);
+	snprintf(v[5], sizeof(v[5]), "%d", EXSD_MAX_EPS_PER_CLIENT);
+	snprintf(v[6], sizeof(v[6]), "%d", EXSD_CONNECT_MS);
+	for (size_t k = 0; k < n; k++) {
+		exs_ctl__config_item__init(&it[k]);
+		it[k].key = (char *)keys[k];
+		it[k].value = k == 0 ? (char *)exsd.socket_path : v[k];
+		ip[k] = &it[k];
+	}
+	r.config = ip;
+	r.n_config = n;
+	send_reply(o, seq, &r, false);
+}
+
+/* ---- connections: first gather live counters from every libexs */
+
+static void query_finish(struct query *q)
+{
+	struct query **p;
+
+	for (p = &exsd.queries; *p; p = &(*p)->next)
+		if (*p == q) {
+			*p = q->next;
+			break;
+		}
+	if (q->observer)
+		reply_socks(q->observer, q->seq, q->what);
+	event_free(q->timer);
+	free(q->waiting);
+	free(q);
+}
+
+static void on_query_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	query_finish(arg); /* whoever did not answer keeps stale counters (live = false) */
+}
+
+int observe_query(struct client *o, uint32_t seq, ExsCtl__Query *qm)
+{
+	struct timeval tv = { 0, QUERY_STATS_MS * 1000 };
+	struct query *q;
+
+	switch (qm->what) {
+	case EXS_CTL__QUERY__WHAT__CLIENTS:
+		reply_clients(o, seq);
+		return 0;
+	case EXS_CTL__QUERY__WHAT__DEVICES:
+		reply_devices(o, seq);
+		return 0;
+	case EXS_CTL__QUERY__WHAT__CONFIG:
+		reply_config(o, seq);
+		return 0;
+	case EXS_CTL__QUERY__WHAT__LISTENERS:
+	case EXS_CTL__QUERY__WHAT__PORTS:
+		reply_socks(o, seq, qm->what);
+		return 0;
+	case EXS_CTL__QUERY__WHAT__CONNS:
+		break;
+	default:
+		return -EINVAL;
+	}
+	q = calloc(1, sizeof(*q));
+	if (!q || !(q->waiting = calloc(exsd.nclients + 1, sizeof(uint32_t)))) {
+		free(q);
+		return -ENOMEM;
+	}
+	q->id = ++exsd.next_ep; /* any unique number will do as the seq */
+	q->observer = o;
+	q->seq = seq;
+	q->what = qm->what;
+	q->timer = evtimer_new(exsd.base, on_query_timeout, q);
+	q->next = exsd.queries;
+	exsd.queries = q;
+	for (struct client *c = exsd.clients; c; c = c->next) {
+		bool any = false;
+		ExsCtl__Msg m;
+		ExsCtl__StatsRequest sr = EXS_CTL__STATS_REQUEST__INIT;
+
+		for (struct ep *e = c->eps; e; e = e->next)
+			if (e->state == EP_ESTABLISHED && may_see(o, c)) {
+				e->stats.live = false;
+				any = true;
+			}
+		if (!any)
+			continue;
+		ctl_msg_init(&m);
+		m.seq = q->id;
+		m.body_case = EXS_CTL__MSG__BODY_STATS_REQUEST;
+		m.stats_request = &sr;
+		q->waiting[q->nwaiting++] = c->id;
+		ctl_send(c, &m);
+	}
+	if (!q->nwaiting)
+		query_finish(q);
+	else
+		evtimer_add(q->timer, &tv);
+	return 0;
+}
+
+static void query_done_with(struct query *q, uint32_t client_id)
+{
+	for (unsigned k = 0; k < q->nwaiting; k++)
+		if (q->waiting[k] == client_id) {
+			q->waiting[k] = q->waiting[--q->nwaiting];
+			break;
+		}
+	if (!q->nwaiting)
+		query_finish(q);
+}
+
+void observe_stats_reply(struct client *c, uint32_t seq, ExsCtl__StatsReply *r)
+{
+	struct query *q;
+
+	for (size_t k = 0; k < r->n_socks; k++) {
+		ExsCtl__SockStats *s = r->socks[k];
+		struct ep *e = ep_find(c, s->sock);
+
+		if (!e)
+			continue;
+		e->stats = (struct ep_stats){
+			.live = true,
+			.send_used = s->send_credits_used,
+			.recv_used = s->recv_credits_used,
+			.peer_adverts = s->peer_adverts,
+			.sends_queued = s->sends_queued,
+			.bytes_sent = s->bytes_sent,
+			.bytes_received = s->bytes_received,
+			.sends = s->sends,
+			.receives = s->receives,
+			.errors = s->errors,
+		};
+	}
+	if (r->more)
+		return;
+	for (q = exsd.queries; q; q = q->next)
+		if (q->id == seq) {
+			query_done_with(q, c->id);
+			return;
+		}
+}
+
+/* A client left: it answers no query, and asks none. */
+void observe_client_gone(struct client *c)
+{
+	struct query *q, *next;
+
+	for (q = exsd.queries; q; q = next) {
+		next = q->next;
+		if (q->observer == c)
+			q->observer = NULL;
+		query_done_with(q, c->id);
+	}
+}
+
+int observe_disconnect(struct client *o, uint32_t seq, ExsCtl__Disconnect *d)
+{
+	for (struct client *c = exsd.clients; c; c = c->next)
+		for (struct ep *e = c->eps; e; e = e->next) {
+			if (e->gid != d->id || e->dead)
+				continue;
+			if (!may_see(o, c))
+				return -EPERM;
+			exsd_log(LOG_NOTICE, "client %u (uid %u) disconnects socket %u of client %u (%s)",
+				 o->id, (unsigned)o->uid, e->gid, c->id, c->comm);
+			observe_event(e, "close", ECONNABORTED);
+			ExsCtl__Msg m;
+			ExsCtl__ConnError ce = EXS_CTL__CONN_ERROR__INIT;
+
+			ctl_msg_init(&m);
+			ce.sock = e->sock;
+			ce.err = ECONNABORTED;
+			m.body_case = EXS_CTL__MSG__BODY_CONN_ERROR;
+			m.conn_error = &ce;
+			if (e->has_sock)
+				ctl_send(c, &m);
+			ep_free(e);
+			ctl_reply_ok(o, seq);
+			return 0;
+		}
+	return -ENOENT;
+}
+
+void observe_monitor(struct client *o, uint32_t seq)
+{
+	o->monitor = true;
+	ctl_reply_ok(o, seq);
+}
+
+void observe_event(struct ep *e, const char *event, int err)
+{
+	for (struct client *o = exsd.clients; o; o = o->next) {
+		ExsCtl__Msg m;
+		ExsCtl__MonitorEvent me = EXS_CTL__MONITOR_EVENT__INIT;
+		ExsCtl__SockInfo info;
+		struct info_buf b;
+
+		if (!o->monitor)
+			continue;
+		fill_info(&info, &b, e, o);
+		ctl_msg_init(&m);
+		me.time_ms = wall_ms();
+		me.event = (char *)event;
+		me.sock = &info;
+		me.error = err ? strerror(err) : "";
+		m.body_case = EXS_CTL__MSG__BODY_MONITOR_EVENT;
+		m.monitor_event = &me;
+		ctl_send(o, &m);
+	}
+}
