@@ -270,14 +270,16 @@ static void print_rows(const ProtobufCMessage **rows, size_t n, const struct col
 				w[c] = l;
 		}
 	}
+	/* the last column is not padded: no trailing blanks */
 	if (!opt_noheader) {
 		for (size_t c = 0; c < ncol; c++)
-			printf("%-*s%s", (int)w[c], cols[c].header, c + 1 < ncol ? " " : "\n");
+			printf("%-*s%s", c + 1 < ncol ? (int)w[c] : 0, cols[c].header,
+			       c + 1 < ncol ? " " : "\n");
 	}
 	for (size_t r = 0; r < n; r++)
 		for (size_t c = 0; c < ncol; c++)
-			printf("%-*s%s", (int)w[c], cell(rows[r], cols[c].key, buf, sizeof(buf)),
-			       c + 1 < ncol ? " " : "\n");
+			printf("%-*s%s", c + 1 < ncol ? (int)w[c] : 0,
+			       cell(rows[r], cols[c].key, buf, sizeof(buf)), c + 1 < ncol ? " " : "\n");
 }
 
 /* ---- filters: key value pairs against the JSON keys */
