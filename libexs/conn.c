@@ -449,20 +449,21 @@ static void on_wc(struct exs_sock *s, const struct ibv_wc *wc)
 	}
 	switch (kind) {
 	case WR_RECV:
-		if (i >= c->nrecv)
+		if (i >= c->nrecv || c->reset)
 			break;
-		if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-			if (!c->reset)
-				complete_slot(s, ntohl(wc->imm_data), wc->byte_len, 0);
-		} else if (wc->byte_len == sizeof(m)) {
-			m = c->msg[i];
-			if (!c->reset)
-				on_message(s, &m);
-		} else if (!c->reset) {
-			exs_sock_conn_broken(s, EPROTO);
-		}
-		if (!c->reset && post_recv(c, i))
+		/* Repost before acting on it: what we send in answer lets the peer
+		 * send again, and iWARP has no RNR retry to cover an empty queue. */
+		m = c->msg[i];
+		if (post_recv(c, i)) {
 			exs_sock_conn_broken(s, ECONNRESET);
+			break;
+		}
+		if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM)
+			complete_slot(s, ntohl(wc->imm_data), wc->byte_len, 0);
+		else if (wc->byte_len == sizeof(m))
+			on_message(s, &m);
+		else
+			exs_sock_conn_broken(s, EPROTO);
 		break;
 	case WR_WRITE:
 		if (i < c->alloc && c->sop[i].kind == EXS_EVT_SEND)

@@ -35,7 +35,7 @@ exsctl_tests() {
 		'(map(select(.name=="rxe0" and .transport=="IB/RoCE" and .state=="active")) | length == 1) and
 		 (map(select(.name=="siw0" and .transport=="iWARP" and .state=="active")) | length == 1)' $j
 
-	X -j monitor >$LOGS/monitor.json 2>$LOGS/monitor.err &
+	timeout 300 "$B/exsctl" -j monitor >$LOGS/monitor.json 2>$LOGS/monitor.err &
 	local mon=$!
 	sleep 0.5
 
