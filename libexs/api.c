@@ -47,6 +47,7 @@ int exs_init(int version)
 	pthread_condattr_destroy(&ca);
 	path = getenv("EXS_SOCKET");
 	exs_g.ctl_path = path && *path ? strdup(path) : EXS_CTL_DEFAULT_SOCKET;
+	exs_queue_poll_hook = exs_progress_poll;
 	ret = exs_progress_start();
 	if (ret) {
 		free(exs_g.socks);
@@ -105,9 +106,8 @@ int exs_qdequeue(exs_qhandle_t q, exs_event_t *ev, int count, struct timeval *ti
 
 exs_mhandle_t exs_mregister(void *address, size_t length, int flags)
 {
-	struct ibv_device **list;
 	struct exs_mreg *m;
-	int known = EXS_MRF_RECV_DISABLE, n, i, err = 0;
+	int known = EXS_MRF_RECV_DISABLE, i, err = 0;
 
 #ifndef EXS_DISABLE_DEPRECATED
 	known |= EXS_ACCESS_ALL;
@@ -122,19 +122,16 @@ exs_mhandle_t exs_mregister(void *address, size_t length, int flags)
 		errno = ENOMEM;
 		return EXS_MHANDLE_INVALID;
 	}
-	/* pin now, on every device of the host, so failures show here */
+	/*
+	 * Pin it now on the devices this process already uses; a device it
+	 * starts to use later gets it at the first transfer there. Pinning on
+	 * every device of the host would count the pages once per device
+	 * against RLIMIT_MEMLOCK (which siw enforces even for root).
+	 */
 	LOCK();
-	list = ibv_get_device_list(&n);
-	for (i = 0; list && i < n && !err; i++) {
-		struct exs_dev *d = exs_dev_get(ibv_get_device_name(list[i]), &err);
-
-		if (d && !exs_mreg_mr(m, d))
+	for (i = 0; i < exs_g.ndevs && !err; i++)
+		if (!exs_mreg_mr(m, exs_g.devs[i]))
 			err = errno ? errno : ENOMEM;
-	}
-	if (list)
-		ibv_free_device_list(list);
-	if (!err && (!list || n == 0))
-		err = ENODEV;
 	if (err) {
 		exs_mreg_delete(m);
 		UNLOCK();
@@ -395,6 +392,7 @@ static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhan
 	struct exs_sock *s;
 	struct exs_op op;
 	exs_event_t ev;
+	uint32_t id;
 	int ret;
 
 	if (kind == EXS_EVT_RECV)
@@ -459,12 +457,13 @@ static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhan
 	}
 	if (q)
 		exs_queue_ref(q);
+	id = s->id; /* the fd may be closed and reused while we wait for a credit */
 	for (;;) {
 		ret = kind == EXS_EVT_SEND ? exs_conn_send(s, &op) : exs_conn_recv(s, &op);
 		if (ret != -EBUSY || !(flags & (EXS_CREDIT_WAIT | EXS_BLOCK)))
 			break;
 		pthread_cond_wait(&exs_g.cond, &exs_g.lock);
-		if (exs_sock_get(fd) != s || s->state != EXS_S_CONNECTED) {
+		if (exs_sock_by_id(id) != s || s->state != EXS_S_CONNECTED) {
 			ret = -ECONNRESET;
 			break;
 		}

@@ -62,7 +62,7 @@ int exs_conn_create(struct exs_sock *s, const char *devname, bool iwarp, uint32_
 	if (!c->msg_mr)
 		goto fail_errno;
 	c->cq = ibv_create_cq(c->dev->ctx, (int)(c->nrecv + c->nsend + credits + 8),
-			      (void *)(intptr_t)s->fd, c->dev->chan, 0);
+			      (void *)(uintptr_t)s->id, c->dev->chan, 0);
 	if (!c->cq)
 		goto fail_errno;
 	if (ibv_req_notify_cq(c->cq, 0))
@@ -76,6 +76,12 @@ int exs_conn_create(struct exs_sock *s, const char *devname, bool iwarp, uint32_
 	c->qp = ibv_create_qp(c->dev->pd, &qa);
 	if (!c->qp)
 		goto fail_errno;
+	c->owner = s;
+	c->next = exs_g.conns;
+	if (c->next)
+		c->next->prev = c;
+	exs_g.conns = c;
+	c->linked = true;
 	s->conn = c;
 	return 0;
 fail_errno:
@@ -93,6 +99,14 @@ void exs_conn_destroy(struct exs_conn *c)
 
 	if (!c)
 		return;
+	if (c->linked) {
+		if (c->prev)
+			c->prev->next = c->next;
+		else
+			exs_g.conns = c->next;
+		if (c->next)
+			c->next->prev = c->prev;
+	}
 	for (i = 0; i < c->alloc && c->rop && c->sop; i++) {
 		if (c->rop[i].tmp_mr)
 			ibv_dereg_mr(c->rop[i].tmp_mr);

@@ -26,7 +26,7 @@
 
 
 /* bounds on what a caller controls */
-#define EXS_MAX_SOCKETS 65536
+#define EXS_MAX_SOCKETS 65536 /* fds fit 16 bits: see exs_sock_by_id */
 #define EXS_MAX_QDEPTH (1 << 20)
 #define EXS_MAX_CREDITS 1024
 #define EXS_DEFAULT_CREDITS 32
@@ -51,6 +51,7 @@ struct exs_queue {
 	exs_event_t *ev;
 	unsigned cap, head, count;
 	unsigned refs; /* started operations that will post here */
+	unsigned spin_us; /* adaptive busy-poll budget before sleeping */
 	struct exs_queue *next_free;
 };
 #define EXS_QUEUE_MAGIC 0x45585351u
@@ -61,6 +62,12 @@ int exs_queue_dequeue(struct exs_queue *q, exs_event_t *ev, int count, const str
 void exs_queue_post(struct exs_queue *q, const exs_event_t *ev);
 void exs_queue_ref(struct exs_queue *q);
 void exs_queue_unref(struct exs_queue *q);
+/* Set by exs_init: polls every connection's CQ from the calling thread, so
+ * a waiting exs_qdequeue need not wait for the progress thread. */
+extern void (*exs_queue_poll_hook)(void);
+#define EXS_SPIN_MIN_US 5
+#define EXS_SPIN_START_US 50
+#define EXS_SPIN_MAX_US 1000
 
 /* ---- verbs.c: devices and registrations */
 struct exs_dev {
@@ -104,6 +111,9 @@ struct exs_op {
 	uint32_t lkey, rkey;
 };
 struct exs_conn {
+	struct exs_sock *owner;
+	struct exs_conn *next, *prev; /* exs_g.conns: what busy polling visits */
+	bool linked;
 	struct exs_dev *dev;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
@@ -169,6 +179,7 @@ struct exs_accept_slot {
 };
 struct exs_sock {
 	int fd;
+	uint32_t id; /* what exsd calls it: fd | generation << 16 */
 	enum exs_sock_state state;
 	int domain, type;
 	uint32_t cfg_credits, cfg_sp_max;
@@ -183,6 +194,7 @@ struct exs_sock {
 	uint32_t acc_head, acc_count, acc_cap;
 	/* passive connection: who accepted it */
 	int listener_fd;
+	uint32_t listener_id;
 	struct exs_accept_slot accepted_by;
 	/* active connection */
 	struct exs_queue *op_q;
@@ -206,6 +218,7 @@ void exs_ctl_msg_init(ExsCtl__Msg *m);
 
 /* ---- progress.c */
 int exs_progress_start(void);
+void exs_progress_poll(void);
 void exs_progress_wake(void);
 uint64_t exs_now_ms(void);
 void exs_sock_close_tick(uint64_t now_ms);
@@ -214,6 +227,7 @@ void exs_progress_del_fd(int fd);
 
 /* ---- sock.c */
 struct exs_sock *exs_sock_get(int fd);
+struct exs_sock *exs_sock_by_id(uint32_t id);
 struct exs_sock *exs_sock_alloc(int domain, int type);
 void exs_sock_free(struct exs_sock *s);
 bool exs_sock_event(ExsCtl__Msg *m); /* an exsd event, lock held; true: kept m */
@@ -234,6 +248,7 @@ struct exs_global {
 	bool inited;
 	int epfd, wakefd;
 	unsigned nclosing; /* sockets in EXS_S_CLOSING: the progress thread ticks */
+	struct exs_conn *conns;
 	pthread_t thread;
 	int ctl_fd;
 	uint32_t ctl_seq;

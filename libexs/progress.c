@@ -34,13 +34,13 @@ static void dev_input(struct exs_dev *d)
 	void *ctx;
 
 	while (!ibv_get_cq_event(d->chan, &cq, &ctx)) {
-		int fd = (int)(intptr_t)ctx;
+		uint32_t id = (uint32_t)(uintptr_t)ctx;
 		struct exs_sock *s;
 
 		ibv_ack_cq_events(cq, 1);
 		pthread_mutex_lock(&exs_g.lock);
-		s = exs_sock_get(fd);
-		/* the fd may have been closed and reused since: check the CQ */
+		s = exs_sock_by_id(id);
+		/* a closed socket's CQ is gone: check it is still this one */
 		if (s && s->conn && s->conn->cq == cq) {
 			ibv_req_notify_cq(cq, 0);
 			exs_conn_progress(s);
@@ -65,6 +65,23 @@ void exs_progress_wake(void)
 	if (write(exs_g.wakefd, &one, sizeof(one)) < 0) {
 		/* the counter is full: the thread is awake anyway */
 	}
+}
+
+/* Any thread: take what the CQs hold now (busy polling, guide §7.5). */
+void exs_progress_poll(void)
+{
+	struct exs_conn *c, *next;
+
+	if (pthread_mutex_trylock(&exs_g.lock))
+		return; /* someone is at it already */
+	for (c = exs_g.conns; c; c = next) {
+		struct exs_sock *s = c->owner;
+
+		next = c->next;
+		exs_conn_progress(s);
+		exs_sock_maybe_finish_close(s); /* may free c: next is taken */
+	}
+	pthread_mutex_unlock(&exs_g.lock);
 }
 
 static void *progress_main(void *arg)

@@ -12,6 +12,8 @@
 #include "exs_int.h"
 
 
+void (*exs_queue_poll_hook)(void);
+
 static pthread_mutex_t free_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct exs_queue *free_list;
 
@@ -56,6 +58,7 @@ struct exs_queue *exs_queue_new(int depth)
 	}
 	q->cap = (unsigned)depth;
 	q->head = q->count = q->refs = 0;
+	q->spin_us = EXS_SPIN_START_US;
 	q->next_free = NULL;
 	__atomic_store_n(&q->magic, EXS_QUEUE_MAGIC, __ATOMIC_RELEASE);
 	return q;
@@ -144,11 +147,48 @@ static void deadline_after(struct timespec *ts, const struct timeval *tmo)
  * count < 0: wait until at least -count events are there, return -count.
  * Returns the number of events, 0 on timeout, or -errno.
  */
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/*
+ * Adaptive waiting (EXS_WAIT_ADAPTIVE, guide §11.2.7): before sleeping,
+ * poll the completion queues from this thread for a while; the budget
+ * doubles when that finds the events and halves when it does not.
+ * Called and returns with q->lock held.
+ */
+static void spin(struct exs_queue *q, unsigned want, const struct timeval *tmo)
+{
+	uint64_t end;
+	unsigned budget = q->spin_us;
+
+	if (!exs_queue_poll_hook || (tmo && tmo->tv_sec == 0 && tmo->tv_usec < (long)budget))
+		return;
+	end = now_us() + budget;
+	do {
+		pthread_mutex_unlock(&q->lock);
+		exs_queue_poll_hook();
+		pthread_mutex_lock(&q->lock);
+		if (q->magic != EXS_QUEUE_MAGIC)
+			return;
+		if (q->count >= want) {
+			q->spin_us = budget * 2 > EXS_SPIN_MAX_US ? EXS_SPIN_MAX_US : budget * 2;
+			return;
+		}
+	} while (now_us() < end);
+	q->spin_us = budget / 2 < EXS_SPIN_MIN_US ? EXS_SPIN_MIN_US : budget / 2;
+}
+
 int exs_queue_dequeue(struct exs_queue *q, exs_event_t *ev, int count, const struct timeval *tmo)
 {
 	unsigned want = count < 0 ? (unsigned)-(long)count : 1;
 	unsigned max = count < 0 ? want : (unsigned)count;
 	struct timespec deadline;
+	bool spun = false;
 	int n = 0;
 
 	if (tmo)
@@ -161,6 +201,11 @@ int exs_queue_dequeue(struct exs_queue *q, exs_event_t *ev, int count, const str
 		}
 		if (q->count >= want)
 			break;
+		if (!spun) {
+			spun = true;
+			spin(q, want, tmo);
+			continue;
+		}
 		if (tmo && tmo->tv_sec == 0 && tmo->tv_usec == 0)
 			goto out;
 		if (tmo) {

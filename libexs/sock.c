@@ -28,8 +28,21 @@ struct exs_sock *exs_sock_get(int fd)
 	return exs_g.socks[fd];
 }
 
+/*
+ * exsd names a socket by its id: the fd and a generation. An fd is reused
+ * once closed, and exsd may still report on the connection that had it;
+ * the generation keeps such a late event from hitting the new socket.
+ */
+struct exs_sock *exs_sock_by_id(uint32_t id)
+{
+	struct exs_sock *s = exs_sock_get((int)(id & 0xffff));
+
+	return s && s->id == id ? s : NULL;
+}
+
 struct exs_sock *exs_sock_alloc(int domain, int type)
 {
+	static uint32_t generation;
 	struct exs_sock *s;
 	int fd;
 
@@ -43,6 +56,8 @@ struct exs_sock *exs_sock_alloc(int domain, int type)
 	if (!s)
 		return NULL;
 	s->fd = fd;
+	generation = (generation + 1) & 0x7fff;
+	s->id = (generation << 16) | (uint32_t)fd;
 	s->state = EXS_S_NEW;
 	s->domain = domain;
 	s->type = type;
@@ -93,7 +108,7 @@ static void tell_exsd_close(struct exs_sock *s)
 	if (exs_g.ctl_fd < 0)
 		return; /* exsd forgot everything of ours when the channel dropped */
 	exs_ctl_msg_init(&m);
-	c.sock = (uint32_t)s->fd;
+	c.sock = s->id;
 	m.body_case = EXS_CTL__MSG__BODY_CLOSE;
 	m.close = &c;
 	exs_ctl_send(&m);
@@ -124,7 +139,7 @@ int exs_sock_bind(struct exs_sock *s, const struct sockaddr *a, socklen_t len)
 	if (s->state != EXS_S_NEW)
 		return -EINVAL;
 	exs_ctl_msg_init(&m);
-	b.sock = (uint32_t)s->fd;
+	b.sock = s->id;
 	b.addr.data = (uint8_t *)a;
 	b.addr.len = len;
 	b.type = (uint32_t)s->type;
@@ -177,7 +192,7 @@ int exs_sock_listen(struct exs_sock *s, int backlog)
 	s->backlog = (uint32_t)backlog;
 	s->acc_cap = EXS_MAX_BACKLOG;
 	exs_ctl_msg_init(&m);
-	l.sock = (uint32_t)s->fd;
+	l.sock = s->id;
 	l.backlog = (uint32_t)backlog;
 	m.body_case = EXS_CTL__MSG__BODY_LISTEN;
 	m.listen = &l;
@@ -219,7 +234,7 @@ static int send_qp_ready(struct exs_sock *s, uint32_t conn, bool with_setup)
 	ExsCtl__Setup su = EXS_CTL__SETUP__INIT;
 
 	exs_ctl_msg_init(&m);
-	q.sock = (uint32_t)s->fd;
+	q.sock = s->id;
 	q.qpn = s->conn->qp->qp_num;
 	q.conn = conn;
 	if (with_setup) {
@@ -251,6 +266,7 @@ static void try_accept(struct exs_sock *ls)
 		if (ns) {
 			ns->state = EXS_S_ACCEPTING;
 			ns->listener_fd = ls->fd;
+			ns->listener_id = ls->id;
 			ns->accepted_by = slot;
 			ns->cfg_credits = ls->cfg_credits;
 			ns->cfg_sp_max = ls->cfg_sp_max;
@@ -338,7 +354,7 @@ int exs_sock_connect(struct exs_sock *s, const struct sockaddr *a, socklen_t len
 		return -EINVAL;
 	}
 	exs_ctl_msg_init(&m);
-	c.sock = (uint32_t)s->fd;
+	c.sock = s->id;
 	c.addr.data = (uint8_t *)a;
 	c.addr.len = len;
 	c.type = (uint32_t)s->type;
@@ -417,7 +433,7 @@ void exs_sock_conn_broken(struct exs_sock *s, int err)
 
 static void requeue_accept(struct exs_sock *ns)
 {
-	struct exs_sock *ls = exs_sock_get(ns->listener_fd);
+	struct exs_sock *ls = exs_sock_by_id(ns->listener_id);
 
 	if (ls && ls->state == EXS_S_LISTENING && ls->acc_count < ls->acc_cap) {
 		ls->acc_head = (ls->acc_head + ls->acc_cap - 1) % ls->acc_cap;
@@ -461,7 +477,7 @@ static void on_conn_error(struct exs_sock *s, int err)
 static void conn_request(ExsCtl__Msg *m, bool *kept)
 {
 	ExsCtl__ConnRequest *rq = m->conn_request;
-	struct exs_sock *ls = exs_sock_get((int)rq->sock);
+	struct exs_sock *ls = exs_sock_by_id(rq->sock);
 
 	if (!ls || ls->state != EXS_S_LISTENING || ls->req_count == ls->backlog) {
 		reject(rq->conn, ECONNREFUSED);
@@ -496,7 +512,7 @@ bool exs_sock_event(ExsCtl__Msg *m)
 		conn_request(m, &kept);
 		break;
 	case EXS_CTL__MSG__BODY_ROUTE:
-		s = exs_sock_get((int)m->route->sock);
+		s = exs_sock_by_id(m->route->sock);
 		if (s && s->state == EXS_S_CONNECTING && !s->conn) {
 			ret = exs_conn_create(s, m->route->device, m->route->iwarp, s->cfg_credits);
 			if (!ret && m->route->init)
@@ -505,17 +521,17 @@ bool exs_sock_event(ExsCtl__Msg *m)
 		}
 		break;
 	case EXS_CTL__MSG__BODY_RTR:
-		s = exs_sock_get((int)m->rtr->sock);
+		s = exs_sock_by_id(m->rtr->sock);
 		if (s && s->state == EXS_S_CONNECTING && s->conn)
 			qp_step_done(s, apply_attrs(s->conn, m->rtr->n_attrs, m->rtr->attrs));
 		break;
 	case EXS_CTL__MSG__BODY_ESTABLISHED:
-		s = exs_sock_get((int)m->established->sock);
+		s = exs_sock_by_id(m->established->sock);
 		if (s && (s->state == EXS_S_CONNECTING || s->state == EXS_S_ACCEPTING))
 			established(s, m->established);
 		break;
 	case EXS_CTL__MSG__BODY_CONN_ERROR:
-		s = exs_sock_get((int)m->conn_error->sock);
+		s = exs_sock_by_id(m->conn_error->sock);
 		if (s)
 			on_conn_error(s, m->conn_error->err);
 		break;
@@ -566,7 +582,7 @@ void exs_sock_stats(uint32_t seq)
 			ExsCtl__SockStats *x = &st[n];
 
 			exs_ctl__sock_stats__init(x);
-			x->sock = (uint32_t)fd;
+			x->sock = s->id;
 			x->send_credits_used = c->alloc - c->nsfree;
 			x->recv_credits_used = c->alloc - c->nrfree;
 			x->peer_adverts = c->ad_count;

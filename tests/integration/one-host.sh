@@ -29,12 +29,33 @@ xfer() {
 	sed 's/^/    /' "$so" "$co"
 }
 
+# perf NAME DEV IP ARGS...: an exs-perf pair (the client retries until the
+# server listens); both must exit 0, and with -c every byte was checked
+perf() {
+	local name=$1 dev=$2 ip=$3
+	shift 3
+	timeout 240 "$B/exs-perf" -p 18700 "$@" >"$LOGS/$name.server" 2>&1 &
+	local spid=$!
+	timeout 240 "$B/exs-perf" -p 18700 "$@" "$ip" >"$LOGS/$name.client" 2>&1
+	local crc=$?
+	wait $spid
+	local src=$?
+	if [ $crc = 0 ] && [ $src = 0 ]; then pass "$name on $dev"; else fail "$name on $dev: client $crc, server $src"; fi
+	sed 's/^/    /' "$LOGS/$name.client" "$LOGS/$name.server"
+}
+
 start_exsd one || { fail "exsd start"; summary; exit 1; }
 for t in rxe siw; do
 	if [ $t = rxe ]; then ip=$EXS_VM_RXE_IP dev=$EXS_VM_RXE_DEV; else ip=$EXS_VM_SIW_IP dev=$EXS_VM_SIW_DEV; fi
 	xfer "seqpacket-1000-random-1B-1MiB-$t" "$ip" 7471 "$dev" -n 1000 -M 1048576 -s 11
 	xfer "seqpacket-unregistered-$t" "$ip" 7472 "$dev" -n 200 -M 262144 -s 12 -u
 	xfer "stream-$t" "$ip" 7473 "$dev" -n 300 -M 1048576 -s 13 -t stream
+	perf "exs-perf blast -c (checked), 1 B to 1 MiB, 1 and 4 in flight, $t" "$dev" "$ip" \
+		-s 1,4096,1048576 -d 1,4 -B 4M -c blast
+	perf "exs-perf pingpong -c, $t" "$dev" "$ip" -s 1,4096 -n 200 -c pingpong
+	# 40 connections opened and closed back to back: fds are reused at
+	# once, while exsd may still report on the connection that had one
+	perf "exs-perf connect x40 (fd reuse), $t" "$dev" "$ip" -n 40 connect
 	if out=$(timeout 60 "$B/tests/exs_errors" refused "$ip" 7999 2>&1); then
 		pass "connect to a closed port on $dev gives ECONNREFUSED"
 	else
