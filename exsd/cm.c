@@ -665,6 +665,12 @@ static void on_cm_event(struct rdma_cm_event *ev, struct rdma_cm_id **ret_destro
 		ep_fail(e, cm_status_errno(ev->status, ECONNABORTED));
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
+		/* A peer that connects and closes at once can have its DREQ
+		 * overtake our ESTABLISHED: for it the connection was up (and its
+		 * data and FIN may already be in our client's CQ), so the accept
+		 * completes before the disconnect is reported. */
+		if (e->state == EP_ACCEPTING)
+			send_established(e);
 		ep_fail(e, ECONNRESET);
 		break;
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:

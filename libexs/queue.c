@@ -157,30 +157,38 @@ static uint64_t now_us(void)
 
 /*
  * Adaptive waiting (EXS_WAIT_ADAPTIVE, guide §11.2.7): before sleeping,
- * poll the completion queues from this thread for a while; the budget
- * doubles when that finds the events and halves when it does not.
- * Called and returns with q->lock held.
+ * poll the completion queues from this thread for up to q->spin_us. The
+ * budget follows how long waits really take: a wait that ended within
+ * EXS_SPIN_MAX_US sets it to twice that wait, so the next one is caught
+ * spinning; a longer wait halves it. Called with q->lock held; returns
+ * with it held.
  */
 static void spin(struct exs_queue *q, unsigned want, const struct timeval *tmo)
 {
 	uint64_t end;
-	unsigned budget = q->spin_us;
 
-	if (!exs_queue_poll_hook || (tmo && tmo->tv_sec == 0 && tmo->tv_usec < (long)budget))
+	if (!exs_queue_poll_hook || (tmo && tmo->tv_sec == 0 && tmo->tv_usec < (long)q->spin_us))
 		return;
-	end = now_us() + budget;
+	end = now_us() + q->spin_us;
 	do {
 		pthread_mutex_unlock(&q->lock);
 		exs_queue_poll_hook();
 		pthread_mutex_lock(&q->lock);
-		if (q->magic != EXS_QUEUE_MAGIC)
+		if (q->magic != EXS_QUEUE_MAGIC || q->count >= want)
 			return;
-		if (q->count >= want) {
-			q->spin_us = budget * 2 > EXS_SPIN_MAX_US ? EXS_SPIN_MAX_US : budget * 2;
-			return;
-		}
 	} while (now_us() < end);
-	q->spin_us = budget / 2 < EXS_SPIN_MIN_US ? EXS_SPIN_MIN_US : budget / 2;
+}
+
+static void adapt(struct exs_queue *q, uint64_t waited_us)
+{
+	if (waited_us < EXS_SPIN_MAX_US / 2)
+		q->spin_us = waited_us * 2 > q->spin_us ? (unsigned)waited_us * 2 : q->spin_us;
+	else
+		q->spin_us /= 2;
+	if (q->spin_us < EXS_SPIN_MIN_US)
+		q->spin_us = EXS_SPIN_MIN_US;
+	if (q->spin_us > EXS_SPIN_MAX_US)
+		q->spin_us = EXS_SPIN_MAX_US;
 }
 
 int exs_queue_dequeue(struct exs_queue *q, exs_event_t *ev, int count, const struct timeval *tmo)
@@ -191,6 +199,8 @@ int exs_queue_dequeue(struct exs_queue *q, exs_event_t *ev, int count, const str
 	bool spun = false;
 	int n = 0;
 
+	uint64_t t0 = 0;
+
 	if (tmo)
 		deadline_after(&deadline, tmo);
 	pthread_mutex_lock(&q->lock);
@@ -199,10 +209,14 @@ int exs_queue_dequeue(struct exs_queue *q, exs_event_t *ev, int count, const str
 			n = -EINVAL;
 			goto out;
 		}
-		if (q->count >= want)
+		if (q->count >= want) {
+			if (spun)
+				adapt(q, now_us() - t0);
 			break;
+		}
 		if (!spun) {
 			spun = true;
+			t0 = now_us();
 			spin(q, want, tmo);
 			continue;
 		}
