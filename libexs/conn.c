@@ -14,6 +14,15 @@
 enum { WR_RECV = 1, WR_CTL = 2, WR_WRITE = 3 };
 #define WR_ID(kind, i) (((uint64_t)(kind) << 32) | (uint32_t)(i))
 
+/* Writes one message may need: devices with a small max_msg_sz (rxe: 8 MiB)
+ * get messages up to 16 times that; the send queue is sized for it. */
+unsigned exs_conn_chunks(const struct exs_dev *d)
+{
+	uint64_t n = (EXS_MAX_XFER + d->max_msg_sz - 1) / (d->max_msg_sz ? d->max_msg_sz : 1);
+
+	return n > EXS_MAX_CHUNKS ? EXS_MAX_CHUNKS : n < 1 ? 1 : (unsigned)n;
+}
+
 static uint32_t ctl_slot_msg(const struct exs_conn *c, uint32_t i)
 {
 	return c->nrecv + i;
@@ -70,7 +79,7 @@ int exs_conn_create(struct exs_sock *s, const char *devname, bool iwarp, uint32_
 	memset(&qa, 0, sizeof(qa));
 	qa.send_cq = qa.recv_cq = c->cq;
 	qa.qp_type = IBV_QPT_RC;
-	qa.cap.max_send_wr = c->nsend + credits + 4;
+	qa.cap.max_send_wr = c->nsend + credits * exs_conn_chunks(c->dev) + 4;
 	qa.cap.max_recv_wr = c->nrecv;
 	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
 	c->qp = ibv_create_qp(c->dev->pd, &qa);
@@ -259,25 +268,35 @@ static void match(struct exs_sock *s)
 		size_t left = op->len - op->done;
 		uint32_t n = left < ad->len ? (uint32_t)left : ad->len;
 		bool last = seq || op->done + n == op->len;
-		bool imm = !c->iwarp && (!seq || n == op->len);
-		struct ibv_sge sge = { .addr = (uintptr_t)op->buf + op->done, .length = n, .lkey = op->lkey };
-		struct ibv_send_wr wr, *bad;
-		int ret;
+		/* the receiver learns the length from the IMM write's byte_len, so
+		 * a piece above max_msg_sz (several writes) goes in DONE mode */
+		bool imm = !c->iwarp && (!seq || n == op->len) && n <= c->dev->max_msg_sz;
+		uint32_t off = 0, chunk;
+		int ret = 0;
 
-		memset(&wr, 0, sizeof(wr));
-		wr.wr_id = WR_ID(WR_WRITE, oi);
-		wr.sg_list = &sge;
-		wr.num_sge = 1;
-		wr.wr.rdma.remote_addr = ad->addr;
-		wr.wr.rdma.rkey = ad->rkey;
-		if (imm) {
-			wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-			wr.imm_data = htonl(ad->slot);
-			wr.send_flags = last ? IBV_SEND_SIGNALED : 0;
-		} else {
-			wr.opcode = IBV_WR_RDMA_WRITE;
-		}
-		ret = ibv_post_send(c->qp, &wr, &bad);
+		do {
+			struct ibv_sge sge;
+			struct ibv_send_wr wr, *bad;
+
+			chunk = n - off < c->dev->max_msg_sz ? n - off : c->dev->max_msg_sz;
+			sge = (struct ibv_sge){ .addr = (uintptr_t)op->buf + op->done + off,
+						.length = chunk, .lkey = op->lkey };
+			memset(&wr, 0, sizeof(wr));
+			wr.wr_id = WR_ID(WR_WRITE, oi);
+			wr.sg_list = &sge;
+			wr.num_sge = 1;
+			wr.wr.rdma.remote_addr = ad->addr + off;
+			wr.wr.rdma.rkey = ad->rkey;
+			if (imm && off + chunk == n) {
+				wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+				wr.imm_data = htonl(ad->slot);
+				wr.send_flags = last ? IBV_SEND_SIGNALED : 0;
+			} else {
+				wr.opcode = IBV_WR_RDMA_WRITE;
+			}
+			ret = ibv_post_send(c->qp, &wr, &bad);
+			off += chunk;
+		} while (!ret && off < n);
 		if (!ret && !imm)
 			ret = -post_ctl(c, EXS_WIRE_DONE, ad->slot, 0, 0, n, seq ? op->len - n : 0,
 					last ? (int32_t)oi : -1);
@@ -338,7 +357,7 @@ int exs_conn_send(struct exs_sock *s, struct exs_op *t)
 		return -ECONNRESET;
 	if (c->fin_posted)
 		return -EPIPE;
-	if (t->len > c->dev->max_msg_sz)
+	if (t->len > (size_t)c->dev->max_msg_sz * exs_conn_chunks(c->dev))
 		return -EMSGSIZE;
 	if (credits_in_use(c->alloc, c->nsfree) >= (int)c->credits || !c->nsfree)
 		return -EBUSY;

@@ -33,6 +33,7 @@
 #define EXS_MAX_BACKLOG 4096
 #define EXS_MAX_XFER ((size_t)INT32_MAX)
 #define EXS_MAX_DEVS 16
+#define EXS_MAX_CHUNKS 16 /* writes per message, for devices with a small max_msg_sz */
 #define EXS_CTL_TIMEOUT_MS 10000
 #define EXS_LINGER_MS 30000 /* a closing socket's sends may wait this long for adverts */
 #define EXS_FIN_MS 5000     /* then its FIN (or ABORT) this long for its completion */
@@ -145,6 +146,7 @@ struct exs_conn {
 struct exs_sock;
 int exs_conn_create(struct exs_sock *s, const char *dev, bool iwarp, uint32_t credits);
 int exs_conn_modify(struct exs_conn *c, const ExsCtl__QpAttr *a);
+unsigned exs_conn_chunks(const struct exs_dev *d);
 void exs_conn_destroy(struct exs_conn *c);
 int exs_conn_send(struct exs_sock *s, struct exs_op *tmpl);
 int exs_conn_recv(struct exs_sock *s, struct exs_op *tmpl);

@@ -53,6 +53,8 @@ for t in rxe siw; do
 	perf "exs-perf blast -c (checked), 1 B to 1 MiB, 1 and 4 in flight, $t" "$dev" "$ip" \
 		-s 1,4096,1048576 -d 1,4 -B 4M -c blast
 	perf "exs-perf pingpong -c, $t" "$dev" "$ip" -s 1,4096 -n 200 -c pingpong
+	# rxe's max_msg_sz is 8 MiB: a 16 MiB message goes as two writes
+	[ $t = rxe ] && perf "exs-perf blast -c, 16 MiB messages, $t" "$dev" "$ip" -s 16M -d 1 -n 4 -c blast
 	# 40 connections opened and closed back to back: fds are reused at
 	# once, while exsd may still report on the connection that had one
 	perf "exs-perf connect x40 (fd reuse), $t" "$dev" "$ip" -n 40 connect
