@@ -456,7 +456,7 @@ int main(int argc, char **argv)
 				mps = h.count / secs;
 			}
 			if (csv)
-				printf("exs,%s,%s,%s,%u,%u,%u,%.4f,%.4f,%.1f,%.2f,%.2f,%.2f,%.2f,%.1f,%.1f,%llu\n",
+				printf("exs,%s,%s,%s,%u,%u,%u,%.4f,%.6g,%.1f,%.2f,%.2f,%.2f,%.2f,%.1f,%.1f,%llu\n",
 				       mode_name(mode), type == SOCK_STREAM ? "stream" : "seqpacket",
 				       unreg ? "no" : "yes", h.size, h.depth, h.count, secs, gbps, mps, lmin, lmed,
 				       l99, l999, cpu, r.server_cpu, (unsigned long long)r.errors);
