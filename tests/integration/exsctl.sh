@@ -46,11 +46,20 @@ exsctl_tests() {
 	hold sb server "$EXS_VM_SIW_IP" 7482 -t stream -n 3 -z 5000
 	local sb=$(pid_of sb)
 	hold cb client "$EXS_VM_SIW_IP" 7482 -t stream -n 3 -z 5000 -c 16
-	for n in sa ca sb cb; do wait_ready $n; done
-	local ca=$(pid_of ca) cb=$(pid_of cb)
+	# pair D: rxe, stream, client offers 4; pair E: siw, seqpacket, server offers 12
+	hold sd server "$EXS_VM_RXE_IP" 7484 -t stream -n 2 -z 3000
+	local sd=$(pid_of sd)
+	hold cd client "$EXS_VM_RXE_IP" 7484 -t stream -n 2 -z 3000 -c 4
+	hold se server "$EXS_VM_SIW_IP" 7485 -n 4 -z 2000 -c 12
+	local se=$(pid_of se)
+	hold ce client "$EXS_VM_SIW_IP" 7485 -n 4 -z 2000
+	for n in sa ca sb cb sd cd se ce; do wait_ready $n; done
+	local ca=$(pid_of ca) cb=$(pid_of cb) cd=$(pid_of cd) ce=$(pid_of ce)
 
 	X -j conns >$j
-	jcheck "exsctl conns: four established connections" 'length == 4 and all(.state == "established")' $j
+	jcheck "exsctl conns: eight established connections, both types on both devices" \
+		'length == 8 and all(.state == "established") and
+		 ([.[] | .device + "/" + .type] | unique) == ["rxe0/seqpacket", "rxe0/stream", "siw0/seqpacket", "siw0/stream"]' $j
 	jcheck "exsctl conns: rxe seqpacket client: credits 8 negotiated, 5000 bytes in 5 sends each way, live" \
 		"map(select(.pid == $ca))[0] | .device == \"rxe0\" and .transport == \"IB/RoCE\" and .type == \"seqpacket\"
 		 and .credits == 8 and .bytes_sent == 5000 and .sends == 5 and .bytes_received == 5000
@@ -62,35 +71,41 @@ exsctl_tests() {
 	jcheck "exsctl conns: siw stream client: credits 16, 15000 bytes each way" \
 		"map(select(.pid == $cb))[0] | .device == \"siw0\" and .transport == \"iWARP\" and .type == \"stream\"
 		 and .credits == 16 and .bytes_sent == 15000 and .bytes_received == 15000 and .sends == 3" $j
+	jcheck "exsctl conns: rxe stream client: credits 4, 6000 bytes each way" \
+		"map(select(.pid == $cd))[0] | .device == \"rxe0\" and .type == \"stream\" and .credits == 4
+		 and .bytes_sent == 6000 and .bytes_received == 6000 and .sends == 2 and .receives == 2" $j
+	jcheck "exsctl conns: siw seqpacket server: the server's 12 credits win, 8000 bytes each way" \
+		"map(select(.pid == $se))[0] | .device == \"siw0\" and .type == \"seqpacket\" and .credits == 12
+		 and .bytes_received == 8000 and .bytes_sent == 8000 and .local_port == 7485" $j
 	X -j conns port 7481 >$j
 	jcheck "exsctl conns port 7481: both ends of pair A" "length == 2 and all(.local_port == 7481 or .peer_port == 7481)" $j
 	X -j conns pid $cb state established >$j
 	jcheck "exsctl conns pid N state established: one" "length == 1 and .[0].pid == $cb" $j
-	if [ "$(X conns | wc -l)" = 5 ] && [ "$(X -H conns | wc -l)" = 4 ] && X conns | head -n1 | grep -q '^ID *State'; then
+	if [ "$(X conns | wc -l)" = 9 ] && [ "$(X -H conns | wc -l)" = 8 ] && X conns | head -n1 | grep -q '^ID *State'; then
 		pass "exsctl conns text: a header and one line per connection; -H drops the header"
 	else
 		fail "exsctl conns text"; X conns | sed 's/^/    /'
 	fi
 	if ! X conns bogus 1 2>/dev/null; then pass "exsctl: an unknown filter key is refused"; else fail "unknown filter accepted"; fi
 	X -j listeners >$j
-	jcheck "exsctl listeners: ports 7481 and 7482 with their backlog" \
-		'(map(.local_port) | sort) == [7481, 7482] and all(.backlog == 2)' $j
+	jcheck "exsctl listeners: the four listening ports with their backlog" \
+		'(map(.local_port) | sort) == [7481, 7482, 7484, 7485] and all(.backlog == 2)' $j
 	X -j ports >$j
-	jcheck "exsctl ports: the two listening ports are in the table" \
-		'(map(select(.state == "listening") | .local_port) | sort) == [7481, 7482]' $j
+	jcheck "exsctl ports: the four listening ports are in the table" \
+		'(map(select(.state == "listening") | .local_port) | sort) == [7481, 7482, 7484, 7485]' $j
 	X -j clients >$j
-	jcheck "exsctl clients: four processes, one connection each, plus the observers" \
-		"(map(select(.observer == false)) | length == 4) and
+	jcheck "exsctl clients: eight processes, one connection each, plus the observers" \
+		"(map(select(.observer == false)) | length == 8) and
 		 (map(select(.pid == $ca))[0].connections == 1)" $j
 	X -j config >$j
 	jcheck "exsctl config: the effective socket path" 'map(select(.key == "socket"))[0].value == "/run/exs/exsd.sock"' $j
 	X -p conns >$LOGS/pretty.json
-	jcheck "exsctl -p: pretty JSON parses to the same rows" 'length == 4' $LOGS/pretty.json
+	jcheck "exsctl -p: pretty JSON parses to the same rows" 'length == 8' $LOGS/pretty.json
 
 	# another uid sees the connections but not their owners or counters
 	setpriv --reuid=65534 --regid=65534 --clear-groups "$B/exsctl" -j conns >$j 2>&1
 	jcheck "exsctl as nobody: owners and counters of root's connections hidden" \
-		'length == 4 and all(.hidden == true and (has("pid") | not) and (has("bytes_sent") | not))' $j
+		'length == 8 and all(.hidden == true and (has("pid") | not) and (has("bytes_sent") | not))' $j
 	local cid
 	cid=$(X -j conns pid $ca | jq '.[0].id')
 	if setpriv --reuid=65534 --regid=65534 --clear-groups "$B/exsctl" disconnect "$cid" 2>$LOGS/perm.err; then
@@ -106,18 +121,19 @@ exsctl_tests() {
 	wait_for $LOGS/ca.out closed 30
 	sleep 0.5
 	X -j conns >$j
-	jcheck "exsctl conns after the rxe client closed: only pair B is left" \
-		'length == 2 and all(.device == "siw0")' $j
+	jcheck "exsctl conns after the rxe seqpacket client closed: both ends of pair A are gone, six left" \
+		'length == 6 and all(.local_port != 7481 and .peer_port != 7481)' $j
 
 	# kill -9 of a client: exsd drops it and its peer's connection
 	kill -9 $cb
 	local k
 	for k in $(seq 50); do
 		X -j conns >$j
-		jq -e 'length == 0' $j >/dev/null && break
+		jq -e 'length == 4' $j >/dev/null && break
 		sleep 0.1
 	done
-	jcheck "exsctl conns after kill -9 of the siw client: none left (in $((k / 10)).$((k % 10)) s)" 'length == 0' $j
+	jcheck "exsctl conns after kill -9 of the siw stream client: both ends of pair B gone (in $((k / 10)).$((k % 10)) s)" \
+		'length == 4 and all(.local_port != 7482 and .peer_port != 7482)' $j
 
 	# root may disconnect a connection
 	hold sc server "$EXS_VM_RXE_IP" 7483
@@ -147,6 +163,6 @@ exsctl_tests() {
 	jcheck "exsctl monitor: the killed client's connection ends as a close with its reason" \
 		"map(select(.sock.pid == $cb)) | last | .event == \"close\" and .error == \"No such process\"" $LOGS/monitor.all.json
 	echo "    monitor saw $(jq length $LOGS/monitor.all.json) events"
-	kill -TERM $sa $ca $sb $sc $cc 2>/dev/null
+	kill -TERM $sa $ca $sb $sc $cc $sd $cd $se $ce 2>/dev/null
 	wait "${HOLDS[@]}" 2>/dev/null
 }
