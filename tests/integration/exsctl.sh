@@ -23,6 +23,18 @@ pid_of() {
 	sed -n 's/.*pid \([0-9]*\).*/\1/p' "$LOGS/$1.out" | head -n 1
 }
 
+# until_json EXPR ARGS...: poll `exsctl -j ARGS` (5 s at most) until EXPR holds
+until_json() {
+	local expr=$1
+	shift
+	for _ in $(seq 50); do
+		X -j "$@" >$LOGS/poll.json
+		jq -e "$expr" $LOGS/poll.json >/dev/null && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
 wait_ready() { wait_for "$LOGS/$1.out" ready 60 || { fail "$1 not ready"; sed 's/^/    /' "$LOGS/$1.out"; }; }
 
 exsctl_tests() {
@@ -119,7 +131,7 @@ exsctl_tests() {
 	# a graceful close removes both ends of pair A
 	kill -USR1 $ca
 	wait_for $LOGS/ca.out closed 30
-	sleep 0.5
+	until_json 'length == 6' conns
 	X -j conns >$j
 	jcheck "exsctl conns after the rxe seqpacket client closed: both ends of pair A are gone, six left" \
 		'length == 6 and all(.local_port != 7481 and .peer_port != 7481)' $j
@@ -143,7 +155,7 @@ exsctl_tests() {
 	local cc=$(pid_of cc)
 	cid=$(X -j conns pid $cc | jq '.[0].id')
 	if X disconnect "$cid"; then
-		sleep 0.5
+		until_json 'length == 0' conns port 7483
 		X -j conns port 7483 >$j
 		jcheck "exsctl disconnect by root: pair C is gone" 'length == 0' $j
 	else
