@@ -290,7 +290,7 @@ int exs_accept(int fd, struct exs_acceptaddr *vec, int count, int flags, exs_qha
 
 	if (!vec || count <= 0 || count > EXS_MAX_BACKLOG || (flags & ~EXS_BLOCK) ||
 	    ((flags & EXS_BLOCK) && count != 1) || (!(flags & EXS_BLOCK) && !exs_queue_valid(q)))
-		return exs_err(inited() ? EINVAL : EINVAL);
+		return exs_err(EINVAL);
 	if (block_begin(flags, &q, &pq))
 		return -1;
 	if (count > 16 && !(sl = calloc((size_t)count, sizeof(*sl)))) {

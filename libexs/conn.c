@@ -14,15 +14,6 @@
 enum { WR_RECV = 1, WR_CTL = 2, WR_WRITE = 3 };
 #define WR_ID(kind, i) (((uint64_t)(kind) << 32) | (uint32_t)(i))
 
-/* Writes one message may need: devices with a small max_msg_sz (rxe: 8 MiB)
- * get messages up to 16 times that; the send queue is sized for it. */
-unsigned exs_conn_chunks(const struct exs_dev *d)
-{
-	uint64_t n = (EXS_MAX_XFER + d->max_msg_sz - 1) / (d->max_msg_sz ? d->max_msg_sz : 1);
-
-	return n > EXS_MAX_CHUNKS ? EXS_MAX_CHUNKS : n < 1 ? 1 : (unsigned)n;
-}
-
 static uint32_t ctl_slot_msg(const struct exs_conn *c, uint32_t i)
 {
 	return c->nrecv + i;
@@ -79,18 +70,17 @@ int exs_conn_create(struct exs_sock *s, const char *devname, bool iwarp, uint32_
 	memset(&qa, 0, sizeof(qa));
 	qa.send_cq = qa.recv_cq = c->cq;
 	qa.qp_type = IBV_QPT_RC;
-	qa.cap.max_send_wr = c->nsend + credits * exs_conn_chunks(c->dev) + 4;
+	qa.cap.max_send_wr = c->nsend + credits * c->dev->max_chunks + 4;
 	qa.cap.max_recv_wr = c->nrecv;
 	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
 	c->qp = ibv_create_qp(c->dev->pd, &qa);
 	if (!c->qp)
 		goto fail_errno;
-	c->owner = s;
+	c->owner = s; /* and it is on exs_g.conns */
 	c->next = exs_g.conns;
 	if (c->next)
 		c->next->prev = c;
 	exs_g.conns = c;
-	c->linked = true;
 	s->conn = c;
 	return 0;
 fail_errno:
@@ -108,7 +98,7 @@ void exs_conn_destroy(struct exs_conn *c)
 
 	if (!c)
 		return;
-	if (c->linked) {
+	if (c->owner) {
 		if (c->prev)
 			c->prev->next = c->next;
 		else
@@ -357,7 +347,7 @@ int exs_conn_send(struct exs_sock *s, struct exs_op *t)
 		return -ECONNRESET;
 	if (c->fin_posted)
 		return -EPIPE;
-	if (t->len > (size_t)c->dev->max_msg_sz * exs_conn_chunks(c->dev))
+	if (t->len > (size_t)c->dev->max_msg_sz * c->dev->max_chunks)
 		return -EMSGSIZE;
 	if (credits_in_use(c->alloc, c->nsfree) >= (int)c->credits || !c->nsfree)
 		return -EBUSY;

@@ -79,6 +79,7 @@ struct exs_dev {
 	struct ibv_comp_channel *chan;
 	struct ibv_device_attr attr;
 	uint32_t max_msg_sz;
+	unsigned max_chunks; /* writes one message may take */
 };
 struct exs_mreg {
 	uint32_t magic;
@@ -112,9 +113,8 @@ struct exs_op {
 	uint32_t lkey, rkey;
 };
 struct exs_conn {
-	struct exs_sock *owner;
-	struct exs_conn *next, *prev; /* exs_g.conns: what busy polling visits */
-	bool linked;
+	struct exs_sock *owner; /* set once on exs_g.conns */
+	struct exs_conn *next, *prev; /* exs_g.conns: every live connection */
 	struct exs_dev *dev;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
@@ -146,7 +146,6 @@ struct exs_conn {
 struct exs_sock;
 int exs_conn_create(struct exs_sock *s, const char *dev, bool iwarp, uint32_t credits);
 int exs_conn_modify(struct exs_conn *c, const ExsCtl__QpAttr *a);
-unsigned exs_conn_chunks(const struct exs_dev *d);
 void exs_conn_destroy(struct exs_conn *c);
 int exs_conn_send(struct exs_sock *s, struct exs_op *tmpl);
 int exs_conn_recv(struct exs_sock *s, struct exs_op *tmpl);

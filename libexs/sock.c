@@ -566,42 +566,43 @@ void exs_sock_stats(uint32_t seq)
 	ExsCtl__SockStats st[EXS_CTL_STATS_BATCH], *sp[EXS_CTL_STATS_BATCH];
 	ExsCtl__StatsReply r = EXS_CTL__STATS_REPLY__INIT;
 	ExsCtl__Msg m;
+	struct exs_conn *c;
 	size_t n = 0;
-	int fd;
 
 	exs_ctl_msg_init(&m);
 	m.seq = seq;
 	m.body_case = EXS_CTL__MSG__BODY_STATS_REPLY;
 	m.stats_reply = &r;
 	r.socks = sp;
-	for (fd = 0; fd <= EXS_MAX_SOCKETS; fd++) {
-		struct exs_sock *s = fd < EXS_MAX_SOCKETS ? exs_g.socks[fd] : NULL;
-		struct exs_conn *c = s ? s->conn : NULL;
+	for (c = exs_g.conns; c; c = c->next) {
+		struct exs_sock *s = c->owner;
+		ExsCtl__SockStats *x = &st[n];
 
-		if (c && (s->state == EXS_S_CONNECTED || s->state == EXS_S_CLOSING)) {
-			ExsCtl__SockStats *x = &st[n];
-
-			exs_ctl__sock_stats__init(x);
-			x->sock = s->id;
-			x->send_credits_used = c->alloc - c->nsfree;
-			x->recv_credits_used = c->alloc - c->nrfree;
-			x->peer_adverts = c->ad_count;
-			x->sends_queued = c->sf_count;
-			x->bytes_sent = c->bytes_sent;
-			x->bytes_received = c->bytes_rcvd;
-			x->sends = c->sends;
-			x->receives = c->recvs;
-			x->errors = c->errors;
-			sp[n++] = x;
-		}
-		if (n == EXS_CTL_STATS_BATCH || (fd == EXS_MAX_SOCKETS)) {
+		if (s->state != EXS_S_CONNECTED && s->state != EXS_S_CLOSING)
+			continue;
+		if (n == EXS_CTL_STATS_BATCH) {
 			r.n_socks = n;
-			r.more = fd != EXS_MAX_SOCKETS;
-			if (n || !r.more)
-				exs_ctl_send(&m);
+			r.more = true;
+			exs_ctl_send(&m);
 			n = 0;
+			x = &st[0];
 		}
+		exs_ctl__sock_stats__init(x);
+		x->sock = s->id;
+		x->send_credits_used = c->alloc - c->nsfree;
+		x->recv_credits_used = c->alloc - c->nrfree;
+		x->peer_adverts = c->ad_count;
+		x->sends_queued = c->sf_count;
+		x->bytes_sent = c->bytes_sent;
+		x->bytes_received = c->bytes_rcvd;
+		x->sends = c->sends;
+		x->receives = c->recvs;
+		x->errors = c->errors;
+		sp[n++] = x;
 	}
+	r.n_socks = n;
+	r.more = false;
+	exs_ctl_send(&m);
 }
 
 /* ---- closing */
@@ -643,12 +644,14 @@ void exs_sock_maybe_finish_close(struct exs_sock *s)
 /* Progress thread, every tick while sockets close: nothing lingers forever. */
 void exs_sock_close_tick(uint64_t now)
 {
-	int fd;
+	struct exs_conn *c, *next;
 
-	for (fd = 0; fd < EXS_MAX_SOCKETS && exs_g.nclosing; fd++) {
-		struct exs_sock *s = exs_g.socks[fd];
+	/* a closing socket is a connected one: it is on exs_g.conns */
+	for (c = exs_g.conns; c; c = next) {
+		struct exs_sock *s = c->owner;
 
-		if (!s || s->state != EXS_S_CLOSING || now < s->close_deadline_ms)
+		next = c->next; /* maybe_finish_close may free c */
+		if (s->state != EXS_S_CLOSING || now < s->close_deadline_ms)
 			continue;
 		if (!s->conn->fin_posted) {
 			/* sends the peer never asked for: give up on them, and say so */

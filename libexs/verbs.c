@@ -48,7 +48,12 @@ struct exs_dev *exs_dev_get(const char *name, int *ret_err)
 		goto fail;
 	if (ibv_query_device(d->ctx, &d->attr) || ibv_query_port(d->ctx, 1, &pa))
 		goto fail;
-	d->max_msg_sz = pa.max_msg_sz;
+	d->max_msg_sz = pa.max_msg_sz ? pa.max_msg_sz : 1;
+	/* a message above max_msg_sz goes as several writes (rxe: 8 MiB);
+	 * at most EXS_MAX_CHUNKS, and the send queue is sized for them */
+	d->max_chunks = (unsigned)((EXS_MAX_XFER + d->max_msg_sz - 1) / d->max_msg_sz);
+	if (d->max_chunks > EXS_MAX_CHUNKS)
+		d->max_chunks = EXS_MAX_CHUNKS;
 	d->pd = ibv_alloc_pd(d->ctx);
 	d->chan = d->pd ? ibv_create_comp_channel(d->ctx) : NULL;
 	if (!d->chan)
