@@ -106,22 +106,6 @@ void ep_free(struct ep *e)
 	free(e);
 }
 
-static void send_conn_error(struct ep *e, int err)
-{
-	ExsCtl__Msg m;
-	ExsCtl__ConnError ce = EXS_CTL__CONN_ERROR__INIT;
-
-	if (!e->has_sock)
-		return;
-	ctl_msg_init(&m);
-	ce.sock = e->sock;
-	ce.err = err;
-	m.body_case = EXS_CTL__MSG__BODY_CONN_ERROR;
-	m.conn_error = &ce;
-	ctl_send(e->c, &m);
-}
-
-/* The connection is over for exsd: tell the client, free once acked. */
 /*
  * Whether the client's process is exiting or gone. A killed process tears
  * down its QPs (and so its connections) while it exits, before its control
@@ -143,21 +127,23 @@ static bool owner_gone(const struct client *c)
 	return gone;
 }
 
+/* The connection is over for exsd: tell the client, free once acked. */
 static void ep_fail(struct ep *e, int err)
 {
-	if (e->state == EP_ESTABLISHED && err == ECONNRESET && owner_gone(e->c))
-		observe_event(e, "close", ESRCH); /* the CM saw its process die first */
-	else if (e->state == EP_ESTABLISHED && err == ECONNRESET)
-		observe_event(e, "disconnect", 0);
-	else
-		observe_event(e, "error", err);
-	if (e->state == EP_ESTABLISHED && err == ECONNRESET)
+	if (e->state == EP_ESTABLISHED && err == ECONNRESET) {
+		if (owner_gone(e->c))
+			observe_event(e, "close", ESRCH); /* the CM saw its process die first */
+		else
+			observe_event(e, "disconnect", 0);
 		exsd_log(LOG_INFO, "client %u (%s) sock %u: disconnected by the peer", e->c->id,
 			 e->c->comm, e->sock);
-	else
+	} else {
+		observe_event(e, "error", err);
 		exsd_log(LOG_INFO, "client %u (%s) sock %u: connection %s: %s", e->c->id, e->c->comm,
 			 e->sock, e->state == EP_ESTABLISHED ? "ended" : "failed", strerror(err));
-	send_conn_error(e, err);
+	}
+	if (e->has_sock)
+		ctl_send_conn_error(e->c, e->sock, err);
 	e->dead = true;
 }
 

@@ -93,7 +93,8 @@ void client_drop(struct client *c, const char *why)
 	free(c);
 }
 
-static void send_sock_error(struct client *c, uint32_t sock, int err)
+/* Tell a client that its socket `sock` has no connection (any more). */
+void ctl_send_conn_error(struct client *c, uint32_t sock, int err)
 {
 	ExsCtl__Msg m;
 	ExsCtl__ConnError ce = EXS_CTL__CONN_ERROR__INIT;
@@ -147,12 +148,12 @@ static bool dispatch(struct client *c, ExsCtl__Msg *m)
 	case EXS_CTL__MSG__BODY_CONNECT:
 		ret = cm_connect(c, m->connect);
 		if (ret)
-			send_sock_error(c, m->connect->sock, -ret);
+			ctl_send_conn_error(c, m->connect->sock, -ret);
 		return true;
 	case EXS_CTL__MSG__BODY_QP_READY:
 		ret = cm_qp_ready(c, m->qp_ready);
 		if (ret)
-			send_sock_error(c, m->qp_ready->sock, -ret == EINVAL ? ECONNABORTED : -ret);
+			ctl_send_conn_error(c, m->qp_ready->sock, -ret == EINVAL ? ECONNABORTED : -ret);
 		return true;
 	case EXS_CTL__MSG__BODY_REJECT:
 		cm_reject(c, m->reject);

@@ -108,6 +108,7 @@ void ctl_send(struct client *c, ExsCtl__Msg *m);
 void ctl_msg_init(ExsCtl__Msg *m);
 void ctl_reply_error(struct client *c, uint32_t seq, int err, const char *text);
 void ctl_reply_ok(struct client *c, uint32_t seq);
+void ctl_send_conn_error(struct client *c, uint32_t sock, int err);
 void client_drop(struct client *c, const char *why);
 
 /* cm.c */

@@ -422,16 +422,8 @@ int observe_disconnect(struct client *o, uint32_t seq, ExsCtl__Disconnect *d)
 			exsd_log(LOG_NOTICE, "client %u (uid %u) disconnects socket %u of client %u (%s)",
 				 o->id, (unsigned)o->uid, e->gid, c->id, c->comm);
 			observe_event(e, "close", ECONNABORTED);
-			ExsCtl__Msg m;
-			ExsCtl__ConnError ce = EXS_CTL__CONN_ERROR__INIT;
-
-			ctl_msg_init(&m);
-			ce.sock = e->sock;
-			ce.err = ECONNABORTED;
-			m.body_case = EXS_CTL__MSG__BODY_CONN_ERROR;
-			m.conn_error = &ce;
 			if (e->has_sock)
-				ctl_send(c, &m);
+				ctl_send_conn_error(c, e->sock, ECONNABORTED);
 			ep_free(e);
 			ctl_reply_ok(o, seq);
 			return 0;
