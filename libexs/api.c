@@ -102,6 +102,27 @@ int exs_qdequeue(exs_qhandle_t q, exs_event_t *ev, int count, struct timeval *ti
 	return ret < 0 ? exs_err(-ret) : ret;
 }
 
+/* Attribute values are ints (guide §11.2.7-11.2.8; see exs.h). */
+int exs_qmodify(exs_qhandle_t q, int attr, const void *value)
+{
+	int ret;
+
+	if (!inited() || !exs_queue_valid(q) || !value)
+		return exs_err(EINVAL);
+	ret = exs_queue_modify(q, attr, *(const int *)value);
+	return ret ? exs_err(-ret) : 0;
+}
+
+int exs_qstatus(exs_qhandle_t q, int attr, void *value)
+{
+	int ret;
+
+	if (!inited() || !exs_queue_valid(q) || !value)
+		return exs_err(EINVAL);
+	ret = exs_queue_status(q, attr, value);
+	return ret ? exs_err(-ret) : 0;
+}
+
 /* ---- registration */
 
 exs_mhandle_t exs_mregister(void *address, size_t length, int flags)
@@ -382,6 +403,27 @@ int exs_blocking_close(int fd)
 	return exs_close(fd, EXS_BLOCK, NULL, NULL);
 }
 
+int exs_shutdown(int fd, int how, int flags, exs_qhandle_t q, exs_ahandle_t ah)
+{
+	static const int dirs[] = { [SHUT_RD] = EXS_DIR_RD, [SHUT_WR] = EXS_DIR_WR,
+				    [SHUT_RDWR] = EXS_DIR_RD | EXS_DIR_WR };
+	struct exs_queue *pq = NULL;
+	struct exs_sock *s;
+	exs_event_t ev;
+	int ret;
+
+	if (how < SHUT_RD || how > SHUT_RDWR || (flags & ~EXS_BLOCK) ||
+	    (!(flags & EXS_BLOCK) && !exs_queue_valid(q)))
+		return exs_err(EINVAL);
+	if (block_begin(flags, &q, &pq))
+		return -1;
+	s = sock_lock(fd);
+	ret = s ? exs_sock_shutdown(s, dirs[how], q, ah) : -errno;
+	if (s)
+		UNLOCK();
+	return block_end(pq, ret, &ev) < 0 ? -1 : 0;
+}
+
 /* ---- data */
 
 static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhandle_t q,
@@ -431,10 +473,6 @@ static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhan
 		ret = -ENOTCONN;
 		goto out;
 	}
-	if (kind == EXS_EVT_RECV && (flags & MSG_WAITALL) && s->type == SOCK_STREAM) {
-		ret = -EOPNOTSUPP; /* not yet: see README "Status" */
-		goto out;
-	}
 	if (mh == EXS_MHANDLE_UNREGISTERED) {
 		op.tmp_mr = ibv_reg_mr(s->conn->dev->pd, buf, len,
 				       kind == EXS_EVT_RECV ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE : 0);
@@ -457,6 +495,8 @@ static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhan
 	}
 	if (q)
 		exs_queue_ref(q);
+	if (op.mreg)
+		mh->refs++; /* the op's copy in conn.c owns it: it may complete at once (EOF) */
 	id = s->id; /* the fd may be closed and reused while we wait for a credit */
 	for (;;) {
 		ret = kind == EXS_EVT_SEND ? exs_conn_send(s, &op) : exs_conn_recv(s, &op);
@@ -473,9 +513,8 @@ static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhan
 			exs_queue_unref(q);
 		if (op.tmp_mr)
 			ibv_dereg_mr(op.tmp_mr);
-	} else if (op.mreg) {
-		/* the op's copy in conn.c owns the reference from now on */
-		mh->refs++;
+		if (op.mreg && mh->refs)
+			mh->refs--;
 	}
 out:
 	UNLOCK();
