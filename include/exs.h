@@ -59,6 +59,16 @@ typedef void *exs_ahandle_t;
 #define EXS_ACCESS_ALL (EXS_LOCAL_READ | EXS_LOCAL_WRITE | EXS_REMOTE_READ | EXS_REMOTE_WRITE)
 #endif
 
+/* exs_qmodify / exs_qstatus attributes (guide §11.2.7-11.2.8) */
+#define EXS_QATTR_SIGNAL 1 /* int: signal raised when an event is posted, 0 none */
+#define EXS_QATTR_EVENTS 2 /* int: qstatus: events waiting; qmodify: depth */
+#define EXS_QATTR_WAIT 3 /* int: EXS_WAIT_*; settable only before first use */
+#define EXS_WAIT_ADAPTIVE 0
+#define EXS_WAIT_BUSY_POLL 1
+#define EXS_WAIT_NOTIFY 2
+
+/* exs_shutdown directions are SHUT_RD, SHUT_WR, SHUT_RDWR from <sys/socket.h> */
+
 /* exs_fcntl commands (guide §7) */
 #define EXS_F_GETFD 1
 #define EXS_F_SETFD 2
@@ -99,6 +109,8 @@ exs_qhandle_t exs_qcreate(int depth);
 int exs_qdelete(exs_qhandle_t qhandle);
 int exs_qdequeue(exs_qhandle_t qhandle, exs_event_t *event_vector, int count,
 		 struct timeval *timeout);
+int exs_qmodify(exs_qhandle_t qhandle, int attr, const void *value);
+int exs_qstatus(exs_qhandle_t qhandle, int attr, void *value);
 
 exs_mhandle_t exs_mregister(void *address, size_t length, int flags);
 int exs_mderegister(exs_mhandle_t mhandle, int flags);
@@ -116,6 +128,8 @@ int exs_blocking_connect(int fd, const struct sockaddr *server_address,
 			 socklen_t server_addrlen);
 int exs_close(int fd, int close_flags, exs_qhandle_t qhandle, exs_ahandle_t ahandle);
 int exs_blocking_close(int fd);
+int exs_shutdown(int fd, int how, int shutdown_flags, exs_qhandle_t qhandle,
+		 exs_ahandle_t ahandle);
 
 ssize_t exs_send(int fd, const void *send_buffer, size_t send_length, int send_flags,
 		 exs_qhandle_t qhandle, exs_ahandle_t ahandle, exs_mhandle_t mhandle);

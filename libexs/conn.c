@@ -12,6 +12,9 @@
 #include "exs_int.h"
 
 enum { WR_RECV = 1, WR_CTL = 2, WR_WRITE = 3 };
+/* local only, on a held copy of the peer's ADVERT: partly filled for a
+ * MSG_WAITALL receive, waiting for the peer's MORE before the next piece */
+#define ADV_HELD 0x8000
 #define WR_ID(kind, i) (((uint64_t)(kind) << 32) | (uint32_t)(i))
 
 static uint32_t ctl_slot_msg(const struct exs_conn *c, uint32_t i)
@@ -38,7 +41,7 @@ int exs_conn_create(struct exs_sock *s, const char *devname, bool iwarp, uint32_
 	c->iwarp = iwarp;
 	c->alloc = c->credits = credits;
 	c->nrecv = 2 * credits + EXS_WIRE_SPARE;
-	c->nsend = 2 * credits + EXS_WIRE_SPARE;
+	c->nsend = 3 * credits + EXS_WIRE_SPARE; /* adverts, DONEs, MOREs */
 	c->msg = calloc(c->nrecv + c->nsend, sizeof(*c->msg));
 	c->ctl_free = calloc(c->nsend, sizeof(uint32_t));
 	c->ctl_op = calloc(c->nsend, sizeof(int32_t));
@@ -168,8 +171,9 @@ int exs_conn_modify(struct exs_conn *c, const ExsCtl__QpAttr *a)
 	return 0;
 }
 
-static int post_ctl(struct exs_conn *c, uint8_t type, uint32_t slot, uint64_t addr, uint32_t rkey,
-		    uint32_t len, uint64_t lost, int32_t op)
+/* SEND one control message built from `t`; `op` is the send operation its
+ * completion finishes, or -1. */
+static int post_ctl(struct exs_conn *c, struct exs_wire_msg t, int32_t op)
 {
 	struct exs_wire_msg *m;
 	struct ibv_sge sge;
@@ -181,8 +185,8 @@ static int post_ctl(struct exs_conn *c, uint8_t type, uint32_t slot, uint64_t ad
 		return -ENOBUFS;
 	i = c->ctl_free[--c->nctl_free];
 	m = &c->msg[ctl_slot_msg(c, i)];
-	*m = (struct exs_wire_msg){ .version = EXS_WIRE_VERSION, .type = type, .slot = slot,
-				    .addr = addr, .rkey = rkey, .len = len, .lost = lost };
+	*m = t;
+	m->version = EXS_WIRE_VERSION;
 	c->ctl_op[i] = op;
 	sge = (struct ibv_sge){ .addr = (uintptr_t)m, .length = sizeof(*m), .lkey = c->msg_mr->lkey };
 	memset(&wr, 0, sizeof(wr));
@@ -197,6 +201,11 @@ static int post_ctl(struct exs_conn *c, uint8_t type, uint32_t slot, uint64_t ad
 		return -ret;
 	}
 	return 0;
+}
+
+static int post_ctl_type(struct exs_conn *c, uint8_t type)
+{
+	return post_ctl(c, (struct exs_wire_msg){ .type = type }, -1);
 }
 
 void exs_op_complete(struct exs_sock *s, struct exs_op *op, int err, size_t len, size_t lost)
@@ -251,7 +260,7 @@ static void match(struct exs_sock *s)
 	struct exs_conn *c = s->conn;
 	bool seq = s->type == SOCK_SEQPACKET;
 
-	while (c->sf_count && c->ad_count && !c->reset) {
+	while (c->sf_count && c->ad_count && !c->reset && !(c->ads[c->ad_head].flags & ADV_HELD)) {
 		uint32_t oi = c->sfifo[c->sf_head];
 		struct exs_op *op = &c->sop[oi];
 		struct exs_wire_msg *ad = &c->ads[c->ad_head];
@@ -288,11 +297,22 @@ static void match(struct exs_sock *s)
 			off += chunk;
 		} while (!ret && off < n);
 		if (!ret && !imm)
-			ret = -post_ctl(c, EXS_WIRE_DONE, ad->slot, 0, 0, n, seq ? op->len - n : 0,
-					last ? (int32_t)oi : -1);
+			ret = -post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_DONE,
+				.slot = ad->slot, .len = n, .lost = seq ? op->len - n : 0 },
+				last ? (int32_t)oi : -1);
 		op->done += n;
-		c->ad_head = (c->ad_head + 1) % c->alloc;
-		c->ad_count--;
+		if (!seq && (ad->flags & EXS_WIRE_ADV_WAITALL) && n < ad->len) {
+			/* MSG_WAITALL: the advert stays first in line for what the
+			 * next send brings, so the stream keeps its order; the
+			 * peer's MORE releases it (one piece in flight per advert
+			 * keeps its receive queue within 2C + spare) */
+			ad->addr += n;
+			ad->len -= n;
+			ad->flags |= ADV_HELD;
+		} else {
+			c->ad_head = (c->ad_head + 1) % c->alloc;
+			c->ad_count--;
+		}
 		if (last) {
 			c->sf_head = (c->sf_head + 1) % c->alloc;
 			c->sf_count--;
@@ -324,12 +344,16 @@ int exs_conn_recv(struct exs_sock *s, struct exs_op *t)
 	op = &c->rop[slot];
 	*op = *t;
 	op->kind = EXS_EVT_RECV;
-	if (c->fin_rcvd) {
-		/* after the peer's FIN every receive is an EOF (guide §5.2) */
+	if (c->fin_rcvd || c->rd_shut) {
+		/* after the peer's FIN, or our SHUT_RD, every receive is an EOF
+		 * (guide §5.2, §4.5) */
 		exs_op_complete(s, op, 0, 0, 0);
 		return 0;
 	}
-	ret = post_ctl(c, EXS_WIRE_ADVERT, slot, (uintptr_t)op->buf, op->rkey, (uint32_t)op->len, 0, -1);
+	ret = post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_ADVERT, .slot = slot,
+			.addr = (uintptr_t)op->buf, .rkey = op->rkey, .len = (uint32_t)op->len,
+			.flags = (s->type == SOCK_STREAM && (op->flags & MSG_WAITALL)) ?
+				 EXS_WIRE_ADV_WAITALL : 0 }, -1);
 	if (ret) {
 		memset(op, 0, sizeof(*op));
 		c->rfree[c->nrfree++] = slot;
@@ -345,7 +369,7 @@ int exs_conn_send(struct exs_sock *s, struct exs_op *t)
 
 	if (c->reset)
 		return -ECONNRESET;
-	if (c->fin_posted)
+	if (c->fin_posted || c->wr_shut || c->peer_rd_shut)
 		return -EPIPE;
 	if (t->len > (size_t)c->dev->max_msg_sz * c->dev->max_chunks)
 		return -EMSGSIZE;
@@ -372,7 +396,7 @@ int exs_conn_post_fin(struct exs_sock *s)
 
 	if (c->fin_posted)
 		return 0;
-	ret = post_ctl(c, EXS_WIRE_FIN, 0, 0, 0, 0, 0, -1);
+	ret = post_ctl_type(c, EXS_WIRE_FIN);
 	if (!ret)
 		c->fin_posted = true;
 	return ret;
@@ -399,28 +423,80 @@ void exs_conn_abort(struct exs_sock *s)
 
 	exs_conn_fail_all(s, ECONNABORTED);
 	c->aborting = true;
-	if (!c->reset && !c->fin_posted && !post_ctl(c, EXS_WIRE_ABORT, 0, 0, 0, 0, 0, -1))
+	if (!c->reset && !c->fin_posted && !post_ctl_type(c, EXS_WIRE_ABORT))
 		c->fin_posted = true;
 	else
 		c->fin_done = true;
 	c->reset = true; /* take nothing more from the peer */
 }
 
+/* Data arrived for receive `slot`. A STREAM receive with MSG_WAITALL
+ * completes only when full (or at EOF); any other at once. */
 static void complete_slot(struct exs_sock *s, uint32_t slot, size_t len, size_t lost)
 {
 	struct exs_conn *c = s->conn;
+	struct exs_op *op;
 
-	if (slot >= c->alloc || c->rop[slot].kind != EXS_EVT_RECV || len > c->rop[slot].len) {
+	if (slot >= c->alloc || c->rop[slot].kind != EXS_EVT_RECV ||
+	    len > c->rop[slot].len - c->rop[slot].done) {
 		exs_sock_conn_broken(s, EPROTO);
 		return;
 	}
-	exs_op_complete(s, &c->rop[slot], 0, len, lost);
+	op = &c->rop[slot];
+	op->done += len;
+	if (s->type == SOCK_STREAM && (op->flags & MSG_WAITALL) && op->done < op->len) {
+		if (post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_MORE, .slot = slot }, -1))
+			exs_sock_conn_broken(s, ECONNRESET);
+		return;
+	}
+	exs_op_complete(s, op, 0, op->done, lost);
+}
+
+/* No more data will come for the receives still waiting: they complete
+ * with what they hold, which is an EOF (length 0, errno 0) if nothing. */
+static void end_receives(struct exs_sock *s)
+{
+	struct exs_conn *c = s->conn;
+	uint32_t i;
+
+	for (i = 0; i < c->alloc; i++)
+		if (c->rop[i].kind)
+			exs_op_complete(s, &c->rop[i], 0, c->rop[i].done, 0);
+}
+
+/* SHUT_RD (guide §4.5): take no new data; the peer fails its sends with
+ * EPIPE and answers RDSHUT_ACK, after which it writes nothing more. */
+int exs_conn_shut_rd(struct exs_sock *s)
+{
+	struct exs_conn *c = s->conn;
+
+	c->rd_shut = true;
+	if (c->fin_rcvd || c->reset) {
+		c->rd_shut_acked = true;
+		return 0;
+	}
+	return post_ctl_type(c, EXS_WIRE_RDSHUT);
+}
+
+/* The peer shut its read side: what we have not placed never will be. */
+static void peer_shut_rd(struct exs_sock *s)
+{
+	struct exs_conn *c = s->conn;
+
+	c->peer_rd_shut = true;
+	c->ad_count = 0;
+	while (c->sf_count) {
+		exs_op_complete(s, &c->sop[c->sfifo[c->sf_head]], EPIPE, 0, 0);
+		c->sf_head = (c->sf_head + 1) % c->alloc;
+		c->sf_count--;
+	}
+	if (post_ctl_type(c, EXS_WIRE_RDSHUT_ACK))
+		exs_sock_conn_broken(s, ECONNRESET);
 }
 
 static void on_message(struct exs_sock *s, const struct exs_wire_msg *m)
 {
 	struct exs_conn *c = s->conn;
-	uint32_t i;
 
 	if (m->version != EXS_WIRE_VERSION) {
 		exs_sock_conn_broken(s, EPROTO);
@@ -441,9 +517,27 @@ static void on_message(struct exs_sock *s, const struct exs_wire_msg *m)
 		break;
 	case EXS_WIRE_FIN:
 		c->fin_rcvd = true;
-		for (i = 0; i < c->alloc; i++)
-			if (c->rop[i].kind)
-				exs_op_complete(s, &c->rop[i], 0, 0, 0);
+		end_receives(s);
+		break;
+	case EXS_WIRE_MORE:
+		if (!c->ad_count || c->ads[c->ad_head].slot != m->slot ||
+		    !(c->ads[c->ad_head].flags & ADV_HELD)) {
+			exs_sock_conn_broken(s, EPROTO);
+			return;
+		}
+		c->ads[c->ad_head].flags &= (uint16_t)~ADV_HELD;
+		match(s);
+		break;
+	case EXS_WIRE_RDSHUT:
+		peer_shut_rd(s);
+		break;
+	case EXS_WIRE_RDSHUT_ACK:
+		if (!c->rd_shut) {
+			exs_sock_conn_broken(s, EPROTO);
+			return;
+		}
+		c->rd_shut_acked = true;
+		end_receives(s);
 		break;
 	case EXS_WIRE_ABORT:
 		exs_sock_conn_broken(s, ECONNRESET);

@@ -53,6 +53,9 @@ struct exs_queue {
 	unsigned cap, head, count;
 	unsigned refs; /* started operations that will post here */
 	unsigned spin_us; /* adaptive busy-poll budget before sleeping */
+	int wait; /* EXS_WAIT_* */
+	int sig; /* EXS_QATTR_SIGNAL: raised on every post, 0 none */
+	bool used; /* dequeued from or posted to: EXS_QATTR_WAIT is fixed */
 	struct exs_queue *next_free;
 };
 #define EXS_QUEUE_MAGIC 0x45585351u
@@ -63,6 +66,8 @@ int exs_queue_dequeue(struct exs_queue *q, exs_event_t *ev, int count, const str
 void exs_queue_post(struct exs_queue *q, const exs_event_t *ev);
 void exs_queue_ref(struct exs_queue *q);
 void exs_queue_unref(struct exs_queue *q);
+int exs_queue_modify(struct exs_queue *q, int attr, int value);
+int exs_queue_status(struct exs_queue *q, int attr, int *value);
 /* Set by exs_init: polls every connection's CQ from the calling thread, so
  * a waiting exs_qdequeue need not wait for the progress thread. */
 extern void (*exs_queue_poll_hook)(void);
@@ -106,7 +111,7 @@ struct exs_op {
 	exs_ahandle_t ah;
 	char *buf;
 	size_t len;
-	size_t done; /* send: bytes placed so far */
+	size_t done; /* bytes placed so far (send), or received (recv) */
 	exs_mhandle_t user_mh;
 	struct exs_mreg *mreg;  /* explicit registration (ref held) */
 	struct ibv_mr *tmp_mr;  /* implicit registration of this call */
@@ -141,6 +146,8 @@ struct exs_conn {
 	struct exs_wire_msg *ads;
 	uint32_t ad_head, ad_count;
 	bool fin_rcvd, fin_posted, fin_done, reset, aborting;
+	bool wr_shut, rd_shut, rd_shut_acked; /* exs_shutdown() started */
+	bool peer_rd_shut; /* the peer's SHUT_RD: our sends fail with EPIPE */
 	uint64_t bytes_sent, bytes_rcvd, sends, recvs, errors; /* for exsctl */
 };
 struct exs_sock;
@@ -151,6 +158,7 @@ int exs_conn_send(struct exs_sock *s, struct exs_op *tmpl);
 int exs_conn_recv(struct exs_sock *s, struct exs_op *tmpl);
 void exs_conn_progress(struct exs_sock *s);
 int exs_conn_post_fin(struct exs_sock *s);
+int exs_conn_shut_rd(struct exs_sock *s);
 void exs_conn_abort(struct exs_sock *s);
 void exs_conn_fail_all(struct exs_sock *s, int err);
 bool exs_conn_sends_idle(const struct exs_conn *c);
@@ -207,8 +215,17 @@ struct exs_sock {
 	struct exs_queue *close_q;
 	exs_ahandle_t close_ah;
 	bool close_abort;
+	/* exs_shutdown (guide §4.5): at most one outstanding per direction */
+	struct exs_shut_op {
+		struct exs_queue *q;
+		exs_ahandle_t ah;
+		int dirs; /* EXS_DIR_*; 0: slot unused */
+	} shut[2];
+	int shut_started, shut_done; /* EXS_DIR_* */
 	struct exs_conn *conn;
 };
+#define EXS_DIR_RD 1
+#define EXS_DIR_WR 2
 
 /* ---- ctl.c: the channel to exsd */
 int exs_ctl_ensure(void);
@@ -242,6 +259,7 @@ int exs_sock_connect(struct exs_sock *s, const struct sockaddr *a, socklen_t len
 		     const struct timeval *tmo, struct exs_queue *q, exs_ahandle_t ah, int *done);
 int exs_sock_accept(struct exs_sock *s, struct exs_accept_slot *slots, int n);
 int exs_sock_close(struct exs_sock *s, int flags, struct exs_queue *q, exs_ahandle_t ah, int *done);
+int exs_sock_shutdown(struct exs_sock *s, int dirs, struct exs_queue *q, exs_ahandle_t ah);
 
 struct exs_global {
 	pthread_mutex_t lock;

@@ -5,9 +5,11 @@
  * a dead magic, so a stale handle is refused with EINVAL instead of
  * touching freed memory.
  */
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "exs_int.h"
 
@@ -59,6 +61,9 @@ struct exs_queue *exs_queue_new(int depth)
 	q->cap = (unsigned)depth;
 	q->head = q->count = q->refs = 0;
 	q->spin_us = EXS_SPIN_START_US;
+	q->wait = EXS_WAIT_ADAPTIVE;
+	q->sig = 0;
+	q->used = false;
 	q->next_free = NULL;
 	__atomic_store_n(&q->magic, EXS_QUEUE_MAGIC, __ATOMIC_RELEASE);
 	return q;
@@ -103,32 +108,97 @@ void exs_queue_unref(struct exs_queue *q)
 	pthread_mutex_unlock(&q->lock);
 }
 
+/* Resize the ring to hold `depth` events; never below what is waiting. */
+static int resize(struct exs_queue *q, unsigned depth)
+{
+	exs_event_t *n;
+
+	if (depth < q->count)
+		return -EBUSY;
+	n = calloc(depth, sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	for (unsigned i = 0; i < q->count; i++)
+		n[i] = q->ev[(q->head + i) % q->cap];
+	free(q->ev);
+	q->ev = n;
+	q->head = 0;
+	q->cap = depth;
+	return 0;
+}
+
 /* Post an event; drops the reference of the operation that posts it. */
 void exs_queue_post(struct exs_queue *q, const exs_event_t *ev)
 {
+	int sig = 0;
+
 	pthread_mutex_lock(&q->lock);
 	if (q->magic != EXS_QUEUE_MAGIC)
 		goto out;
-	if (q->count == q->cap) {
-		unsigned ncap = q->cap * 2;
-		exs_event_t *n = calloc(ncap, sizeof(*n));
-
-		if (!n)
-			goto out; /* nothing sane left to do; the event is lost */
-		for (unsigned i = 0; i < q->count; i++)
-			n[i] = q->ev[(q->head + i) % q->cap];
-		free(q->ev);
-		q->ev = n;
-		q->head = 0;
-		q->cap = ncap;
-	}
+	q->used = true;
+	if (q->count == q->cap && resize(q, q->cap * 2))
+		goto out; /* out of memory: nothing sane left to do, the event is lost */
 	q->ev[(q->head + q->count) % q->cap] = *ev;
 	q->count++;
+	sig = q->sig;
 	pthread_cond_broadcast(&q->cond);
 out:
 	if (q->refs)
 		q->refs--;
 	pthread_mutex_unlock(&q->lock);
+	if (sig)
+		kill(getpid(), sig);
+}
+
+int exs_queue_modify(struct exs_queue *q, int attr, int value)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&q->lock);
+	if (q->magic != EXS_QUEUE_MAGIC) {
+		ret = -EINVAL;
+	} else if (attr == EXS_QATTR_SIGNAL) {
+		if (value < 0 || value >= NSIG || value == SIGKILL || value == SIGSTOP)
+			ret = -EINVAL;
+		else
+			q->sig = value;
+	} else if (attr == EXS_QATTR_EVENTS) {
+		if (value <= 0 || value > EXS_MAX_QDEPTH)
+			ret = -EINVAL;
+		else
+			ret = resize(q, (unsigned)value);
+	} else if (attr == EXS_QATTR_WAIT) {
+		if (value != EXS_WAIT_ADAPTIVE && value != EXS_WAIT_BUSY_POLL &&
+		    value != EXS_WAIT_NOTIFY)
+			ret = -EINVAL;
+		else if (q->used || q->refs)
+			ret = -EBUSY; /* guide §11.2.7: only before the first use */
+		else
+			q->wait = value;
+	} else {
+		ret = -EINVAL;
+	}
+	pthread_mutex_unlock(&q->lock);
+	return ret;
+}
+
+int exs_queue_status(struct exs_queue *q, int attr, int *value)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&q->lock);
+	if (q->magic != EXS_QUEUE_MAGIC)
+		ret = -EINVAL;
+	else if (attr == EXS_QATTR_SIGNAL)
+		*value = q->sig;
+	else if (attr == EXS_QATTR_EVENTS)
+		*value = (int)q->count;
+	else if (attr == EXS_QATTR_WAIT)
+		*value = q->wait;
+	else
+		ret = -EINVAL;
+	pthread_mutex_unlock(&q->lock);
+	return ret;
 }
 
 static void deadline_after(struct timespec *ts, const struct timeval *tmo)
@@ -160,16 +230,21 @@ static uint64_t now_us(void)
  * poll the completion queues from this thread for up to q->spin_us. The
  * budget follows how long waits really take: a wait that ended within
  * EXS_SPIN_MAX_US sets it to twice that wait, so the next one is caught
- * spinning; a longer wait halves it. Called with q->lock held; returns
- * with it held.
+ * spinning; a longer wait halves it. EXS_WAIT_BUSY_POLL spins for the
+ * whole timeout, EXS_WAIT_NOTIFY never spins. Called with q->lock held;
+ * returns with it held.
  */
 static void spin(struct exs_queue *q, unsigned want, const struct timeval *tmo)
 {
-	uint64_t end;
+	uint64_t end, budget = q->spin_us;
 
-	if (!exs_queue_poll_hook || (tmo && tmo->tv_sec == 0 && tmo->tv_usec < (long)q->spin_us))
+	if (q->wait == EXS_WAIT_NOTIFY || !exs_queue_poll_hook)
 		return;
-	end = now_us() + q->spin_us;
+	if (q->wait == EXS_WAIT_BUSY_POLL) /* spin for the whole wait */
+		budget = tmo ? (uint64_t)tmo->tv_sec * 1000000 + (uint64_t)tmo->tv_usec : UINT64_MAX / 2;
+	else if (tmo && tmo->tv_sec == 0 && tmo->tv_usec < (long)budget)
+		return;
+	end = now_us() + budget;
 	do {
 		pthread_mutex_unlock(&q->lock);
 		exs_queue_poll_hook();
@@ -204,13 +279,14 @@ int exs_queue_dequeue(struct exs_queue *q, exs_event_t *ev, int count, const str
 	if (tmo)
 		deadline_after(&deadline, tmo);
 	pthread_mutex_lock(&q->lock);
+	q->used = true;
 	for (;;) {
 		if (q->magic != EXS_QUEUE_MAGIC) {
 			n = -EINVAL;
 			goto out;
 		}
 		if (q->count >= want) {
-			if (spun)
+			if (spun && q->wait == EXS_WAIT_ADAPTIVE)
 				adapt(q, now_us() - t0);
 			break;
 		}

@@ -605,6 +605,68 @@ void exs_sock_stats(uint32_t seq)
 	exs_ctl_send(&m);
 }
 
+/* ---- shutdown (guide §4.5) */
+
+static void shut_post(struct exs_sock *s, struct exs_shut_op *op, int err)
+{
+	post_simple(op->q, s->fd, EXS_EVT_SHUTDOWN, op->ah, err);
+	op->dirs = 0;
+}
+
+/* Move started directions on and complete the operations they finish; a
+ * broken connection completes what is left with ECONNRESET. */
+static void shut_check(struct exs_sock *s)
+{
+	struct exs_conn *c = s->conn;
+	int i;
+
+	if (!c || (!s->shut[0].dirs && !s->shut[1].dirs))
+		return;
+	if (c->wr_shut && !c->fin_posted && !c->reset && exs_conn_sends_idle(c) &&
+	    exs_conn_post_fin(s))
+		exs_sock_conn_broken(s, ECONNRESET);
+	if (c->wr_shut && c->fin_done)
+		s->shut_done |= EXS_DIR_WR;
+	if (c->rd_shut && (c->rd_shut_acked || c->fin_rcvd))
+		s->shut_done |= EXS_DIR_RD;
+	for (i = 0; i < 2; i++) {
+		struct exs_shut_op *op = &s->shut[i];
+
+		if (!op->dirs)
+			continue;
+		if (!(op->dirs & ~s->shut_done))
+			shut_post(s, op, 0);
+		else if (c->reset)
+			shut_post(s, op, ECONNRESET);
+	}
+}
+
+int exs_sock_shutdown(struct exs_sock *s, int dirs, struct exs_queue *q, exs_ahandle_t ah)
+{
+	struct exs_conn *c = s->conn;
+	struct exs_shut_op *op;
+	int ret = 0;
+
+	if (s->state != EXS_S_CONNECTED)
+		return -ENOTCONN;
+	if (c->reset && !c->fin_rcvd)
+		return -ECONNRESET;
+	if (dirs & s->shut_started & ~s->shut_done)
+		return -EBUSY;
+	op = s->shut[0].dirs ? &s->shut[1] : &s->shut[0];
+	*op = (struct exs_shut_op){ .q = q, .ah = ah, .dirs = dirs };
+	exs_queue_ref(q);
+	if ((dirs & EXS_DIR_RD) && !(s->shut_started & EXS_DIR_RD))
+		ret = exs_conn_shut_rd(s);
+	if ((dirs & EXS_DIR_WR) && !(s->shut_started & EXS_DIR_WR))
+		c->wr_shut = true; /* FIN once the sends already started are placed */
+	s->shut_started |= dirs;
+	if (ret)
+		exs_sock_conn_broken(s, ECONNRESET);
+	shut_check(s); /* a direction already shut: a no-op, its event now */
+	return 0;
+}
+
 /* ---- closing */
 
 static void finish_close(struct exs_sock *s)
@@ -615,6 +677,9 @@ static void finish_close(struct exs_sock *s)
 
 	if (s->state == EXS_S_CLOSING)
 		exs_g.nclosing--;
+	for (int i = 0; i < 2; i++)
+		if (s->shut[i].dirs)
+			shut_post(s, &s->shut[i], ECONNABORTED);
 
 	tell_exsd_close(s);
 	exs_sock_free(s);
@@ -625,6 +690,7 @@ void exs_sock_maybe_finish_close(struct exs_sock *s)
 {
 	struct exs_conn *c = s->conn;
 
+	shut_check(s);
 	if (s->state != EXS_S_CLOSING)
 		return;
 	if (!c->fin_posted && !c->reset && exs_conn_sends_idle(c)) {

@@ -5,6 +5,8 @@
  * Version history (EXS_WIRE_VERSION):
  *   1  (2026-11-22) setup request/response in CM private data; adverts,
  *      RDMA WRITE_WITH_IMM placement, WRITE + DONE placement, FIN, ABORT.
+ *   2  (2026-11-22) ADVERT flag WAITALL and MORE (MSG_WAITALL on
+ *      streams); RDSHUT and RDSHUT_ACK (exs_shutdown SHUT_RD).
  *
  * 1. Setup, carried by exsd in rdmacm private data (all fields big-endian).
  *    The active side's exsd sends a request in rdma_connect(); the passive
@@ -29,20 +31,33 @@
  *           len, lost}; RC ordering puts the data in place before DONE.
  *      For SOCK_SEQPACKET the excess of a longer send is dropped and
  *      reported as `lost` (guide §5.4.2).
+ *    - ADVERT with flags & EXS_WIRE_ADV_WAITALL (SOCK_STREAM receive with
+ *      MSG_WAITALL): a send shorter than the advert does not use it up;
+ *      the advert stays first in line with addr/len advanced and is held:
+ *      nothing more is placed (there or in later adverts) until the
+ *      receiver answers the piece with MORE {slot}. The receiver sums what
+ *      each IMM/DONE reports and completes the receive when full (or at
+ *      FIN). So at most one IMM/DONE per advert is ever unanswered.
  *    - FIN: the sender will send nothing more (exs_close / SHUT_WR); the
  *      receiver completes every later receive with length 0, errno 0.
  *    - ABORT: exs_close with EXS_DONTLINGER; the receiver fails all pending
  *      and future operations with ECONNRESET.
+ *    - RDSHUT: exs_shutdown(SHUT_RD); the receiver of it drops the adverts
+ *      it holds, fails its unplaced and future sends with EPIPE and
+ *      answers RDSHUT_ACK, after which it writes nothing more. On the ACK
+ *      the shut side completes its waiting receives with what they hold
+ *      (length 0: EOF). Receives started after SHUT_RD are EOFs at once.
  *    Credits: both sides use the negotiated `credits` C for both
  *    directions. Each side keeps 2C + EXS_WIRE_SPARE receives posted
- *    (adverts from the peer, IMM/DONE for its own adverts, FIN/ABORT).
+ *    (at most one unanswered advert or MORE per peer receive, one IMM/DONE
+ *    per own advert, and FIN, ABORT, RDSHUT, RDSHUT_ACK).
  */
 #ifndef EXS_WIRE_H
 #define EXS_WIRE_H
 
 #include <stdint.h>
 
-#define EXS_WIRE_VERSION 1
+#define EXS_WIRE_VERSION 2
 #define EXS_WIRE_MAGIC 0x4558 /* "EX" */
 #define EXS_WIRE_SPARE 4
 
@@ -70,7 +85,11 @@ enum exs_wire_type {
 	EXS_WIRE_DONE = 2,
 	EXS_WIRE_FIN = 3,
 	EXS_WIRE_ABORT = 4,
+	EXS_WIRE_RDSHUT = 5,
+	EXS_WIRE_RDSHUT_ACK = 6,
+	EXS_WIRE_MORE = 7,
 };
+#define EXS_WIRE_ADV_WAITALL 0x1 /* exs_wire_msg.flags of an ADVERT */
 
 struct exs_wire_msg {
 	uint8_t version;
