@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include "check_main.h"
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 
 #include <exs.h>
@@ -143,6 +144,59 @@ START_TEST(queue_args)
 }
 END_TEST
 
+/* guide §11.2.7-11.2.8: attributes are ints; the wait type is fixed at first use */
+START_TEST(queue_attributes)
+{
+	struct timeval zero = { 0, 0 };
+	exs_event_t ev;
+	int v = -1;
+
+	init();
+	exs_qhandle_t q = exs_qcreate(2);
+	ck_fails(exs_qmodify(q, EXS_QATTR_WAIT, NULL), EINVAL);
+	ck_fails(exs_qstatus(q, EXS_QATTR_WAIT, NULL), EINVAL);
+	ck_fails(exs_qmodify(NULL, EXS_QATTR_WAIT, &v), EINVAL);
+	ck_fails(exs_qstatus(q, 42, &v), EINVAL);
+	ck_fails(exs_qmodify(q, EXS_QATTR_WAIT, &(int){ 3 }), EINVAL);
+	ck_assert_int_eq(exs_qmodify(q, EXS_QATTR_WAIT, &(int){ EXS_WAIT_NOTIFY }), 0);
+	ck_assert_int_eq(exs_qstatus(q, EXS_QATTR_WAIT, &v), 0);
+	ck_assert_int_eq(v, EXS_WAIT_NOTIFY);
+	ck_assert_int_eq(exs_qdequeue(q, &ev, 1, &zero), 0);
+	ck_fails(exs_qmodify(q, EXS_QATTR_WAIT, &(int){ EXS_WAIT_ADAPTIVE }), EBUSY);
+	ck_fails(exs_qmodify(q, EXS_QATTR_EVENTS, &(int){ 0 }), EINVAL);
+	ck_assert_int_eq(exs_qmodify(q, EXS_QATTR_EVENTS, &(int){ 64 }), 0);
+	ck_assert_int_eq(exs_qstatus(q, EXS_QATTR_EVENTS, &v), 0);
+	ck_assert_int_eq(v, 0);
+	ck_fails(exs_qmodify(q, EXS_QATTR_SIGNAL, &(int){ SIGSTOP }), EINVAL);
+	ck_fails(exs_qmodify(q, EXS_QATTR_SIGNAL, &(int){ -1 }), EINVAL);
+	ck_assert_int_eq(exs_qmodify(q, EXS_QATTR_SIGNAL, &(int){ SIGUSR2 }), 0);
+	ck_assert_int_eq(exs_qstatus(q, EXS_QATTR_SIGNAL, &v), 0);
+	ck_assert_int_eq(v, SIGUSR2);
+	ck_assert_int_eq(exs_qdelete(q), 0);
+	ck_fails(exs_qstatus(q, EXS_QATTR_WAIT, &v), EINVAL);
+}
+END_TEST
+
+/* guide §4.5: argument checks come before the socket's state */
+START_TEST(shutdown_args)
+{
+	init();
+	exs_qhandle_t q = exs_qcreate(1);
+	int fd = exs_socket(AF_INET, SOCK_STREAM, 0);
+
+	ck_fails(exs_shutdown(fd, 3, 0, q, NULL), EINVAL);
+	ck_fails(exs_shutdown(fd, -1, 0, q, NULL), EINVAL);
+	ck_fails(exs_shutdown(fd, SHUT_RD, EXS_DONTLINGER, q, NULL), EINVAL);
+	ck_fails(exs_shutdown(fd, SHUT_RD, 0, NULL, NULL), EINVAL);
+	ck_fails(exs_shutdown(fd, SHUT_RDWR, 0, q, NULL), ENOTCONN);
+	ck_fails(exs_shutdown(fd, SHUT_WR, EXS_BLOCK, NULL, NULL), ENOTCONN);
+	ck_fails(exs_shutdown(-1, SHUT_WR, 0, q, NULL), EBADF);
+	ck_assert_int_eq(exs_blocking_close(fd), 0);
+	ck_fails(exs_shutdown(fd, SHUT_WR, 0, q, NULL), EBADF);
+	ck_assert_int_eq(exs_qdelete(q), 0);
+}
+END_TEST
+
 START_TEST(call_flags_and_states)
 {
 	struct exs_acceptaddr aa = { 0 };
@@ -194,7 +248,7 @@ END_TEST
 
 int main(void)
 {
-	const TTest *const tests[] = { init_checks_version, socket_args, bad_and_closed_fds, needs_exsd_gives_enetdown, address_checks, data_before_connect, queue_args, call_flags_and_states, fcntl_credits, registration_args, NULL };
+	const TTest *const tests[] = { init_checks_version, socket_args, bad_and_closed_fds, needs_exsd_gives_enetdown, address_checks, data_before_connect, queue_args, queue_attributes, shutdown_args, call_flags_and_states, fcntl_credits, registration_args, NULL };
 
 	return run_tests("api", 20, tests);
 }

@@ -1,0 +1,765 @@
+/*
+ * exs_conform: the conformance suite. One check per behaviour the
+ * programmer's guide documents (or this implementation chose where it is
+ * silent: README "errno choices"), each naming the guide section it checks,
+ * run against the real exsd over one RDMA device.
+ *
+ *   exs_conform ADDR PORT     ADDR: this host's address on the device;
+ *                             PORT: first of the ~40 ports the checks use
+ *
+ * Prints "PASS [§N] what" or "FAIL [§N] what: detail" per check and ends
+ * with "N passed, N failed"; exit 0 only if nothing failed. Every wait is
+ * bounded (10 s), so a missing event is a FAIL, never a hang.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <exs.h>
+
+#define UNREG EXS_MHANDLE_UNREGISTERED
+#define WAIT_S 10
+
+static int passed, failed;
+static struct in_addr host;
+static uint16_t next_port;
+
+static void report(bool ok, const char *sec, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%s [§%s] ", ok ? "PASS" : "FAIL", sec);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	fflush(stdout);
+	if (ok)
+		passed++;
+	else
+		failed++;
+}
+
+/* a call that must fail with -1 and errno `want` */
+static void expect_err(const char *sec, const char *what, long ret, int want)
+{
+	int e = errno;
+
+	if (ret == -1 && e == want)
+		report(true, sec, "%s: -1 %s", what, strerror(want));
+	else
+		report(false, sec, "%s: returned %ld (%s), wanted -1 %s", what, ret,
+		       ret == -1 ? strerror(e) : "-", strerror(want));
+}
+
+static void expect_ok(const char *sec, const char *what, long ret)
+{
+	if (ret >= 0)
+		report(true, sec, "%s", what);
+	else
+		report(false, sec, "%s: -1 %s", what, strerror(errno));
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static struct sockaddr_in addr_of(uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port), .sin_addr = host };
+
+	return sa;
+}
+
+/* one event within `ms`, or a zeroed event with type 0 */
+static exs_event_t next_event(exs_qhandle_t q, int ms)
+{
+	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+	exs_event_t ev;
+
+	if (exs_qdequeue(q, &ev, 1, &tv) != 1)
+		memset(&ev, 0, sizeof(ev));
+	return ev;
+}
+
+static bool event_is(const exs_event_t *ev, int type, int fd, void *ah, int err)
+{
+	return ev->exs_evt_type == type && ev->exs_evt_socket == fd && ev->exs_evt_ahandle == ah &&
+	       ev->exs_evt_errno == err;
+}
+
+static size_t ev_len(const exs_event_t *ev)
+{
+	return ev->exs_evt_union.exs_evt_xfer.exs_evt_length;
+}
+
+static int listener(int type, uint16_t port, int backlog, int credits)
+{
+	struct sockaddr_in sa = addr_of(port);
+	int fd = exs_socket(AF_INET, type, 0);
+
+	if (fd < 0)
+		return -1;
+	if ((credits && exs_fcntl(fd, EXS_F_SETFLOWCONTROLCREDITS, credits) < 0) ||
+	    exs_bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    exs_listen(fd, backlog)) {
+		exs_blocking_close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* a connected pair: *a the active end, *b the accepted one */
+static bool make_pair(int type, int credits_a, int credits_b, int *a, int *b)
+{
+	uint16_t port = next_port++;
+	struct sockaddr_in sa = addr_of(port), peer;
+	struct exs_acceptaddr aa = { (struct sockaddr *)&peer, sizeof(peer), NULL };
+	exs_qhandle_t q = exs_qcreate(2);
+	exs_event_t ev;
+	int lfd = listener(type, port, 4, credits_b);
+
+	*a = *b = -1;
+	if (lfd < 0 || !q || exs_accept(lfd, &aa, 1, 0, q))
+		goto out;
+	*a = exs_socket(AF_INET, type, 0);
+	if (*a < 0 || (credits_a && exs_fcntl(*a, EXS_F_SETFLOWCONTROLCREDITS, credits_a) < 0) ||
+	    exs_connect(*a, (struct sockaddr *)&sa, sizeof(sa), EXS_BLOCK, NULL, NULL, NULL))
+		goto out;
+	ev = next_event(q, WAIT_S * 1000);
+	if (ev.exs_evt_type == EXS_EVT_ACCEPT && !ev.exs_evt_errno)
+		*b = ev.exs_evt_union.exs_evt_accept.exs_evt_new_socket;
+out:
+	if (lfd >= 0)
+		exs_blocking_close(lfd);
+	if (q)
+		exs_qdelete(q);
+	if (*b < 0) {
+		printf("  (pair on port %u failed: %s)\n", port, strerror(errno));
+		if (*a >= 0)
+			exs_blocking_close(*a);
+		return false;
+	}
+	return true;
+}
+
+static void fill(char *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (char)(seed + i * 7 + i / 251);
+}
+
+static bool same(const char *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != (char)(seed + i * 7 + i / 251))
+			return false;
+	return true;
+}
+
+/* ---- §2.1, §11.2.6-11.2.8: event queues */
+
+static volatile sig_atomic_t signals;
+static void on_signal(int sig)
+{
+	(void)sig;
+	signals++;
+}
+
+static void queues(void)
+{
+	exs_qhandle_t q = exs_qcreate(4), dq;
+	exs_event_t ev[4];
+	struct timeval zero = { 0, 0 }, short_tv = { 0, 50000 };
+	int v, a, b;
+	double t;
+	char buf[64];
+
+	expect_err("2.1.1", "exs_qcreate(0)", exs_qcreate(0) ? 0 : -1, EINVAL);
+	expect_err("2.1.1", "exs_qcreate(-1)", exs_qcreate(-1) ? 0 : -1, EINVAL);
+	expect_err("2.1.3", "exs_qdequeue count 0", exs_qdequeue(q, ev, 0, &zero), EINVAL);
+	expect_err("2.1.3", "exs_qdequeue NULL vector", exs_qdequeue(q, NULL, 1, &zero), EINVAL);
+	expect_err("2.1.3", "exs_qdequeue NULL queue", exs_qdequeue(NULL, ev, 1, &zero), EINVAL);
+	report(exs_qdequeue(q, ev, 1, &zero) == 0, "2.1.3", "zero timeout polls: returns 0");
+	t = now();
+	v = exs_qdequeue(q, ev, 1, &short_tv);
+	t = now() - t;
+	report(v == 0 && t >= 0.045 && t < 2, "2.1.3", "50 ms timeout returns 0 after %.0f ms", t * 1e3);
+
+	/* attributes: the wait type only before first use */
+	v = -1;
+	report(!exs_qstatus(q, EXS_QATTR_WAIT, &v) && v == EXS_WAIT_ADAPTIVE, "11.2.7",
+	       "default wait type EXS_WAIT_ADAPTIVE");
+	expect_err("11.2.7", "EXS_QATTR_WAIT after the queue was used",
+		   exs_qmodify(q, EXS_QATTR_WAIT, &(int){ EXS_WAIT_NOTIFY }), EBUSY);
+	expect_err("11.2.7", "unknown attribute", exs_qmodify(q, 99, &(int){ 0 }), EINVAL);
+	expect_err("11.2.8", "exs_qstatus NULL value", exs_qstatus(q, EXS_QATTR_EVENTS, NULL), EINVAL);
+	dq = exs_qcreate(1);
+	report(!exs_qmodify(dq, EXS_QATTR_WAIT, &(int){ EXS_WAIT_BUSY_POLL }) &&
+	       !exs_qstatus(dq, EXS_QATTR_WAIT, &v) && v == EXS_WAIT_BUSY_POLL, "11.2.7",
+	       "EXS_WAIT_BUSY_POLL set before first use, read back by exs_qstatus");
+	expect_err("11.2.7", "bad wait type", exs_qmodify(dq, EXS_QATTR_WAIT, &(int){ 7 }), EINVAL);
+	t = now();
+	v = exs_qdequeue(dq, ev, 1, &short_tv);
+	report(v == 0 && now() - t >= 0.045, "11.2.7", "busy-polling queue still honours its timeout");
+	exs_qdelete(dq);
+
+	/* events, depth, signal, negative counts: on a real connection */
+	if (!make_pair(SOCK_SEQPACKET, 0, 0, &a, &b)) {
+		report(false, "2.1", "connection for the queue checks");
+		exs_qdelete(q);
+		return;
+	}
+	signal(SIGUSR1, on_signal);
+	report(!exs_qmodify(q, EXS_QATTR_SIGNAL, &(int){ SIGUSR1 }), "11.2.7", "EXS_QATTR_SIGNAL set");
+	expect_err("11.2.7", "EXS_QATTR_SIGNAL SIGKILL", exs_qmodify(q, EXS_QATTR_SIGNAL, &(int){ SIGKILL }), EINVAL);
+	report(!exs_qmodify(q, EXS_QATTR_EVENTS, &(int){ 16 }), "11.2.7", "EXS_QATTR_EVENTS resizes the depth");
+	for (int i = 0; i < 3; i++)
+		exs_recv(b, buf + i * 8, 8, 0, q, (void *)(long)(i + 1), UNREG);
+	for (int i = 0; i < 3; i++)
+		exs_send(a, "abcdefgh", 8, EXS_BLOCK, NULL, NULL, UNREG);
+	struct timeval ten = { WAIT_S, 0 };
+	v = exs_qdequeue(q, ev, -3, &ten);
+	report(v == 3 && ev[0].exs_evt_ahandle == (void *)1 && ev[2].exs_evt_ahandle == (void *)3,
+	       "2.1.3", "count -3 waits for and returns all 3 events, in order (got %d)", v);
+	report(signals >= 1, "11.2.7", "EXS_QATTR_SIGNAL raised when events are posted (%d caught)", (int)signals);
+	exs_qmodify(q, EXS_QATTR_SIGNAL, &(int){ 0 });
+	signal(SIGUSR1, SIG_DFL);
+
+	/* qdelete: refused while an operation holds the queue; drops events */
+	exs_recv(b, buf, 8, 0, q, NULL, UNREG);
+	expect_err("2.1.2", "exs_qdelete with a receive pending on it", exs_qdelete(q), EBUSY);
+	exs_send(a, "x", 1, EXS_BLOCK, NULL, NULL, UNREG);
+	t = now();
+	while (exs_qstatus(q, EXS_QATTR_EVENTS, &v) == 0 && v < 1 && now() - t < WAIT_S)
+		usleep(1000);
+	report(v == 1, "11.2.8", "EXS_QATTR_EVENTS counts the waiting event");
+	expect_ok("2.1.2", "exs_qdelete with an undequeued event (dropped)", exs_qdelete(q));
+	expect_err("2.1.2", "exs_qdequeue on a deleted queue", exs_qdequeue(q, ev, 1, &zero), EINVAL);
+	expect_err("2.1.2", "exs_qdelete twice", exs_qdelete(q), EINVAL);
+	expect_err("2.1.2", "exs_recv on a deleted queue", exs_recv(b, buf, 8, 0, q, NULL, UNREG), EINVAL);
+	exs_blocking_close(a);
+	exs_blocking_close(b);
+}
+
+/* ---- §2.2, §8: registration */
+
+static void registration(void)
+{
+	static char region[1 << 16];
+	char outside[64];
+	exs_mhandle_t mh, rd;
+	exs_qhandle_t q = exs_qcreate(4);
+	exs_event_t ev;
+	int a, b;
+
+	expect_err("8.1", "exs_mregister NULL", exs_mregister(NULL, 64, 0) ? 0 : -1, EINVAL);
+	expect_err("8.1", "exs_mregister length 0", exs_mregister(region, 0, 0) ? 0 : -1, EINVAL);
+	expect_err("8.1", "exs_mregister unknown flag", exs_mregister(region, 64, 0x4000) ? 0 : -1, EINVAL);
+	mh = exs_mregister(region, sizeof(region), 0);
+	rd = exs_mregister(region, 4096, EXS_MRF_RECV_DISABLE);
+	report(mh != EXS_MHANDLE_INVALID && rd != EXS_MHANDLE_INVALID, "8.1", "exs_mregister");
+	if (!make_pair(SOCK_STREAM, 0, 0, &a, &b))
+		{ report(false, "8", "connection for the registration checks"); return; }
+	expect_err("8.1", "buffer outside its region", exs_send(a, outside, 64, 0, q, NULL, mh), EINVAL);
+	expect_err("8.1", "buffer running past its region's end",
+		   exs_send(a, region + sizeof(region) - 8, 64, 0, q, NULL, mh), EINVAL);
+	expect_err("8.1", "EXS_MRF_RECV_DISABLE region refused for exs_recv",
+		   exs_recv(b, region, 64, 0, q, NULL, rd), EINVAL);
+	expect_err("8.1", "EXS_MHANDLE_INVALID", exs_send(a, region, 64, 0, q, NULL, EXS_MHANDLE_INVALID), EINVAL);
+
+	/* explicit: recv into the region, send from the RECV_DISABLE one */
+	fill(region, 4096, 3);
+	exs_recv(b, region + 8192, 4096, 0, q, (void *)1, mh);
+	expect_err("8.1", "exs_mderegister while a receive uses it", exs_mderegister(mh, 0), EBUSY);
+	exs_send(a, region, 4096, 0, q, (void *)2, rd);
+	bool got_r = false, got_s = false;
+	for (int i = 0; i < 2; i++) {
+		ev = next_event(q, WAIT_S * 1000);
+		if (event_is(&ev, EXS_EVT_RECV, b, (void *)1, 0))
+			got_r = ev_len(&ev) == 4096 && ev.exs_evt_union.exs_evt_xfer.exs_evt_mhandle == mh &&
+				ev.exs_evt_union.exs_evt_xfer.exs_evt_buffer == region + 8192;
+		if (event_is(&ev, EXS_EVT_SEND, a, (void *)2, 0))
+			got_s = ev_len(&ev) == 4096 && ev.exs_evt_union.exs_evt_xfer.exs_evt_mhandle == rd;
+	}
+	report(got_r && got_s && same(region + 8192, 4096, 3), "8.1",
+	       "explicit registration: events carry buffer, mhandle, length; data intact");
+	/* implicit */
+	char *ib = malloc(100000), *ob = malloc(100000);
+	fill(ob, 100000, 9);
+	exs_recv(b, ib, 100000, MSG_WAITALL, q, NULL, UNREG);
+	exs_send(a, ob, 100000, 0, q, NULL, UNREG);
+	int ok = 0;
+	for (int i = 0; i < 2; i++) {
+		ev = next_event(q, WAIT_S * 1000);
+		ok += !ev.exs_evt_errno && ev_len(&ev) == 100000;
+	}
+	report(ok == 2 && same(ib, 100000, 9), "8.2", "implicit registration (EXS_MHANDLE_UNREGISTERED)");
+	free(ib);
+	free(ob);
+	expect_ok("8.1", "exs_mderegister once idle", exs_mderegister(mh, 0));
+	exs_mderegister(rd, 0);
+	expect_err("8.1", "exs_mderegister twice", exs_mderegister(mh, 0), EINVAL);
+	expect_err("8.1", "a deregistered handle", exs_send(a, region, 64, 0, q, NULL, mh), EINVAL);
+	exs_blocking_close(a);
+	exs_blocking_close(b);
+	exs_qdelete(q);
+}
+
+/* ---- §3, §4.1: environment and sockets */
+
+static void sockets(void)
+{
+	char buf[16];
+	int fd, fd2;
+
+	expect_err("3", "exs_init with an unknown version", exs_init(99), EINVAL);
+	expect_ok("3", "exs_init(EXS_VERSION) again", exs_init(EXS_VERSION));
+	expect_err("4.1", "exs_socket PF_UNIX", exs_socket(PF_UNIX, SOCK_STREAM, 0), EAFNOSUPPORT);
+	expect_err("4.1", "exs_socket SOCK_DGRAM", exs_socket(PF_INET, SOCK_DGRAM, 0), ESOCKTNOSUPPORT);
+	expect_err("4.1", "exs_socket protocol 17", exs_socket(PF_INET, SOCK_STREAM, 17), EPROTONOSUPPORT);
+	fd = exs_socket(PF_INET6, SOCK_SEQPACKET, 0);
+	expect_ok("4.1", "exs_socket PF_INET6 SOCK_SEQPACKET", fd);
+	exs_blocking_close(fd);
+	fd = exs_socket(PF_INET, SOCK_STREAM, 0);
+	expect_err("5.2", "exs_recv before connect", exs_recv(fd, buf, 16, EXS_BLOCK, NULL, NULL, UNREG), ENOTCONN);
+	expect_err("5.1", "exs_send before connect", exs_send(fd, buf, 16, EXS_BLOCK, NULL, NULL, UNREG), ENOTCONN);
+	expect_err("4.5", "exs_shutdown before connect", exs_shutdown(fd, SHUT_WR, EXS_BLOCK, NULL, NULL), ENOTCONN);
+	expect_err("4.3.2", "exs_accept on a socket not listening",
+		   exs_accept(fd, &(struct exs_acceptaddr){ 0 }, 1, EXS_BLOCK, NULL), EINVAL);
+	expect_err("4.1", "bad fd -1", exs_send(-1, buf, 1, EXS_BLOCK, NULL, NULL, UNREG), EBADF);
+	expect_err("4.1", "bad fd 1000000", exs_close(1000000, EXS_BLOCK, NULL, NULL), EBADF);
+	exs_blocking_close(fd);
+	expect_err("4.4", "a closed fd", exs_send(fd, buf, 1, EXS_BLOCK, NULL, NULL, UNREG), EBADF);
+	expect_err("4.4", "exs_close twice", exs_blocking_close(fd), EBADF);
+	fd = exs_socket(PF_INET, SOCK_STREAM, 0);
+	fd2 = exs_socket(PF_INET, SOCK_STREAM, 0);
+	report(fd >= 0 && fd2 >= 0 && fd != fd2, "4.4", "a live fd is never handed out again");
+	exs_blocking_close(fd);
+	exs_blocking_close(fd2);
+}
+
+/* ---- §4.2, §4.3, §9.3, §9.4: connections */
+
+static void connections(void)
+{
+	uint16_t port = next_port++, port2 = next_port++;
+	struct sockaddr_in sa = addr_of(port), peers[2];
+	struct exs_acceptaddr av[2] = { { (struct sockaddr *)&peers[0], sizeof(peers[0]), (void *)11 },
+					{ (struct sockaddr *)&peers[1], sizeof(peers[1]), (void *)12 } };
+	exs_qhandle_t q = exs_qcreate(8);
+	exs_event_t ev;
+	int lfd, l2, c[4], n_ok = 0, n_ref = 0, i;
+	bool refused[4] = { false };
+
+	lfd = listener(SOCK_STREAM, port, 2, 0);
+	expect_ok("4.3.1", "exs_bind + exs_listen", lfd);
+	l2 = exs_socket(AF_INET, SOCK_STREAM, 0);
+	expect_err("4.3.1", "exs_bind to a port in use", exs_bind(l2, (struct sockaddr *)&sa, sizeof(sa)), EADDRINUSE);
+	expect_err("4.3.1", "exs_bind NULL address", exs_bind(l2, NULL, sizeof(sa)), EINVAL);
+	expect_err("4.3.1", "exs_listen on a listening socket", exs_listen(lfd, 4), EINVAL);
+	exs_blocking_close(l2);
+
+	/* backlog 2, nobody accepting: two connects wait, the rest are refused */
+	for (i = 0; i < 4; i++) {
+		c[i] = exs_socket(AF_INET, SOCK_STREAM, 0);
+		exs_connect(c[i], (struct sockaddr *)&sa, sizeof(sa), 0, NULL, q, (void *)(long)i);
+	}
+	for (;;) {
+		ev = next_event(q, 3000);
+		if (!ev.exs_evt_type)
+			break;
+		if (ev.exs_evt_type == EXS_EVT_CONNECT && ev.exs_evt_errno == ECONNREFUSED) {
+			n_ref++;
+			refused[(long)ev.exs_evt_ahandle & 3] = true;
+		}
+	}
+	report(n_ref == 2, "4.3.1", "backlog 2: 2 of 4 connects refused (ECONNREFUSED), not hung (%d)", n_ref);
+	/* an accept vector of two takes the two waiting connections */
+	expect_ok("4.3.2", "exs_accept with an address vector of 2", exs_accept(lfd, av, 2, 0, q));
+	int acc = 0, conn = 0, nfd[2] = { -1, -1 };
+	for (i = 0; i < 4 && (acc < 2 || conn < 2); i++) {
+		ev = next_event(q, WAIT_S * 1000);
+		if (ev.exs_evt_type == EXS_EVT_ACCEPT && !ev.exs_evt_errno && ev.exs_evt_socket == lfd &&
+		    ev.exs_evt_ahandle == (void *)(long)(11 + acc) &&
+		    ev.exs_evt_union.exs_evt_accept.exs_evt_addr == av[acc].exs_addr &&
+		    ev.exs_evt_union.exs_evt_accept.exs_evt_addrlen == sizeof(struct sockaddr_in) &&
+		    peers[acc].sin_family == AF_INET && peers[acc].sin_addr.s_addr == host.s_addr &&
+		    peers[acc].sin_port != 0 && ev.exs_evt_union.exs_evt_accept.exs_evt_new_socket >= 0) {
+			nfd[acc] = ev.exs_evt_union.exs_evt_accept.exs_evt_new_socket;
+			acc++;
+		}
+		if (ev.exs_evt_type == EXS_EVT_CONNECT && !ev.exs_evt_errno)
+			conn++;
+	}
+	report(acc == 2 && conn == 2, "4.3.2",
+	       "one EXS_EVT_ACCEPT per connection, every field filled (%d accepts, %d connects)", acc, conn);
+	n_ok = 0;
+	for (i = 0; i < 4; i++) {
+		if (refused[i])
+			continue; /* unbound again: a connect would wait for an accept */
+		int r = exs_connect(c[i], (struct sockaddr *)&sa, sizeof(sa), EXS_BLOCK, NULL, NULL, NULL);
+		n_ok += r == -1 && errno == EISCONN;
+	}
+	report(n_ok == 2, "4.2", "exs_connect on a connected socket: EISCONN (%d of 2)", n_ok);
+	for (i = 0; i < 4; i++)
+		exs_blocking_close(c[i]);
+	for (i = 0; i < 2; i++)
+		if (nfd[i] >= 0)
+			exs_blocking_close(nfd[i]);
+
+	/* synchronous forms (§9.3, §9.4) with an asynchronous close (§4.4) */
+	l2 = listener(SOCK_SEQPACKET, port2, 1, 0);
+	int cl = exs_socket(AF_INET, SOCK_SEQPACKET, 0);
+	struct sockaddr_in s2 = addr_of(port2), pa;
+	exs_connect(cl, (struct sockaddr *)&s2, sizeof(s2), 0, NULL, q, (void *)21);
+	struct exs_acceptaddr one = { (struct sockaddr *)&pa, sizeof(pa), NULL };
+	int af = exs_accept(l2, &one, 1, EXS_BLOCK, NULL);
+	report(af >= 0 && pa.sin_addr.s_addr == host.s_addr, "9.4", "exs_accept with EXS_BLOCK returns the new fd and fills the address");
+	ev = next_event(q, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_CONNECT, cl, (void *)21, 0), "4.2", "asynchronous exs_connect: EXS_EVT_CONNECT with its ahandle");
+	expect_ok("4.4", "asynchronous exs_close started", exs_close(cl, 0, q, (void *)22));
+	ev = next_event(q, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_CLOSE, cl, (void *)22, 0), "4.4", "EXS_EVT_CLOSE with its ahandle");
+	exs_blocking_close(af);
+	int c3 = exs_socket(AF_INET, SOCK_SEQPACKET, 0);
+	socklen_t plen = sizeof(pa);
+	exs_connect(c3, (struct sockaddr *)&s2, sizeof(s2), 0, NULL, q, NULL);
+	af = exs_blocking_accept(l2, (struct sockaddr *)&pa, &plen);
+	report(af >= 0 && plen == sizeof(pa), "9.4", "exs_blocking_accept");
+	ev = next_event(q, WAIT_S * 1000);
+	exs_blocking_close(af);
+	exs_blocking_close(c3);
+	exs_blocking_close(l2);
+	exs_blocking_close(lfd);
+	exs_qdelete(q);
+}
+
+/* ---- §5, §9.1-9.2, §11.2.9: data */
+
+struct later {
+	int fd;
+	char *buf;
+	size_t len;
+	int delay_ms;
+	int count; /* sends: how many pieces of len */
+	bool plain; /* sends: exs_write rather than exs_blocking_send */
+};
+
+static void *send_pieces(void *arg)
+{
+	struct later *l = arg;
+
+	for (int i = 0; i < l->count; i++)
+		if ((l->plain ? exs_write(l->fd, l->buf + i * l->len, l->len)
+			      : exs_blocking_send(l->fd, l->buf + i * l->len, l->len, 0, UNREG)) != (long)l->len)
+			break;
+	return NULL;
+}
+
+static void seqpacket(void)
+{
+	exs_qhandle_t q = exs_qcreate(8);
+	char big[300], small[100], rb[500];
+	exs_event_t ev;
+	int a, b;
+
+	if (!make_pair(SOCK_SEQPACKET, 0, 0, &a, &b))
+		{ report(false, "5", "SEQPACKET connection"); return; }
+	fill(big, sizeof(big), 1);
+	exs_recv(b, rb, sizeof(rb), 0, q, (void *)1, UNREG);
+	exs_send(a, big, 200, 0, q, (void *)2, UNREG);
+	ev = next_event(q, WAIT_S * 1000);
+	exs_event_t ev2 = next_event(q, WAIT_S * 1000);
+	if (ev.exs_evt_type == EXS_EVT_SEND) {
+		exs_event_t t = ev;
+		ev = ev2;
+		ev2 = t;
+	}
+	report(event_is(&ev, EXS_EVT_RECV, b, (void *)1, 0) && ev_len(&ev) == 200 &&
+	       !ev.exs_evt_union.exs_evt_xfer.exs_evt_amount_lost && same(rb, 200, 1) &&
+	       ev.exs_evt_union.exs_evt_xfer.exs_evt_buffer == rb, "5.4.1",
+	       "larger receive buffer: exact length, nothing lost, buffer in the event");
+	report(event_is(&ev2, EXS_EVT_SEND, a, (void *)2, 0) && ev_len(&ev2) == 200, "5.1",
+	       "EXS_EVT_SEND with length and ahandle");
+	exs_recv(b, small, sizeof(small), 0, q, NULL, UNREG);
+	exs_send(a, big, 300, EXS_BLOCK, NULL, NULL, UNREG);
+	ev = next_event(q, WAIT_S * 1000);
+	report(ev.exs_evt_type == EXS_EVT_RECV && ev_len(&ev) == 100 &&
+	       ev.exs_evt_union.exs_evt_xfer.exs_evt_amount_lost == 200 && same(small, 100, 1),
+	       "5.4.2", "smaller receive buffer: 100 delivered, exs_evt_amount_lost 200");
+	/* MSG_WAITALL has no effect on SEQPACKET */
+	exs_recv(b, rb, sizeof(rb), MSG_WAITALL, q, NULL, UNREG);
+	exs_send(a, big, 10, EXS_BLOCK, NULL, NULL, UNREG);
+	ev = next_event(q, WAIT_S * 1000);
+	report(ev.exs_evt_type == EXS_EVT_RECV && ev_len(&ev) == 10, "5.2", "SEQPACKET ignores MSG_WAITALL");
+	/* §9.1, §9.2 */
+	struct later w = { a, big, 50, 0, 1, true };
+	pthread_t th;
+	pthread_create(&th, NULL, send_pieces, &w);
+	long r2 = exs_read(b, rb, sizeof(rb));
+	pthread_join(th, NULL);
+	report(r2 == 50 && same(rb, 50, 1), "9.1", "exs_write in one thread, exs_read in another: 50 B");
+	exs_blocking_close(a);
+	exs_blocking_close(b);
+	exs_qdelete(q);
+}
+
+static void *recv_later(void *arg)
+{
+	struct later *l = arg;
+
+	usleep((useconds_t)l->delay_ms * 1000);
+	exs_recv(l->fd, l->buf, l->len, EXS_UNSIGNALED, NULL, NULL, UNREG);
+	return NULL;
+}
+
+static void stream(void)
+{
+	exs_qhandle_t q = exs_qcreate(64);
+	static char out[1 << 20], in[1 << 20];
+	exs_event_t ev;
+	int a, b, i, n;
+
+	if (!make_pair(SOCK_STREAM, 4, 4, &a, &b))
+		{ report(false, "5", "STREAM connection"); return; }
+	fill(out, sizeof(out), 5);
+	/* a send longer than the receive: spills over, nothing lost */
+	exs_recv(b, in, 600, 0, q, (void *)1, UNREG);
+	exs_recv(b, in + 600, 600, 0, q, (void *)2, UNREG);
+	exs_send(a, out, 1000, EXS_BLOCK, NULL, NULL, UNREG);
+	size_t got = 0, lost = 0;
+	for (i = 0; i < 2; i++) {
+		ev = next_event(q, WAIT_S * 1000);
+		got += ev_len(&ev);
+		lost += ev.exs_evt_union.exs_evt_xfer.exs_evt_amount_lost;
+	}
+	report(got == 1000 && !lost && same(in, 600, 5) && !memcmp(in + 600, out + 600, 400), "5.4.2",
+	       "STREAM: 1000 B over receives of 600 + 600 arrive whole, nothing lost");
+	/* MSG_WAITALL: ten sends fill one receive, in order */
+	exs_recv(b, in, 10000, MSG_WAITALL, q, (void *)3, UNREG);
+	exs_recv(b, in + 10000, 500, 0, q, (void *)4, UNREG);
+	for (i = 0; i < 10; i++)
+		exs_send(a, out + i * 1000, 1000, EXS_BLOCK, NULL, NULL, UNREG);
+	ev = next_event(q, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_RECV, b, (void *)3, 0) && ev_len(&ev) == 10000 &&
+	       !memcmp(in, out, 10000), "5.2", "MSG_WAITALL: 10 sends of 1000 fill one 10000 B receive");
+	exs_send(a, out + 10000, 500, EXS_BLOCK, NULL, NULL, UNREG);
+	ev = next_event(q, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_RECV, b, (void *)4, 0) && ev_len(&ev) == 500 &&
+	       !memcmp(in + 10000, out + 10000, 500), "5.2", "the receive after it gets the next bytes (order kept)");
+	/* §9.2: a blocking MSG_WAITALL receive gathers 50 blocking sends of 20 */
+	struct later sl = { a, out, 20, 0, 50, false };
+	pthread_t th;
+	pthread_create(&th, NULL, send_pieces, &sl);
+	long r = exs_blocking_recv(b, in, 1000, MSG_WAITALL, UNREG);
+	pthread_join(th, NULL);
+	report(r == 1000 && !memcmp(in, out, 1000), "9.2", "exs_blocking_recv MSG_WAITALL gathers 50 sends of 20 (%ld)", r);
+
+	/* §6.1 credits: 4 negotiated; a fifth send is EBUSY, CREDIT_WAIT waits */
+	n = exs_fcntl(a, EXS_F_GETFLOWCONTROLCREDITS);
+	report(n == 4, "6.2", "credits 4 and 4 offered: %d", n);
+	for (i = 0; i < 4; i++)
+		exs_send(a, out, 100, 0, q, (void *)(long)(100 + i), UNREG);
+	expect_err("6.1", "a fifth send with no credit left", exs_send(a, out, 100, 0, q, NULL, UNREG), EBUSY);
+	struct later l = { b, in, 500, 300, 1, false };
+	pthread_create(&th, NULL, recv_later, &l);
+	double t = now();
+	int rc = (int)exs_send(a, out, 100, EXS_CREDIT_WAIT, q, (void *)104, UNREG);
+	t = now() - t;
+	report(rc == 0 && t > 0.2, "11.2.9", "EXS_CREDIT_WAIT waits for a credit (%.0f ms) and starts", t * 1e3);
+	pthread_join(th, NULL);
+	/* the unsignalled receive took the first send; four more take the rest */
+	for (i = 0; i < 4; i++)
+		exs_recv(b, in + 500 + i * 100, 100, 0, q, (void *)(long)(110 + i), UNREG);
+	int sends = 0, recvs = 0;
+	for (i = 0; i < 9; i++) {
+		ev = next_event(q, WAIT_S * 1000);
+		sends += ev.exs_evt_type == EXS_EVT_SEND && !ev.exs_evt_errno;
+		recvs += ev.exs_evt_type == EXS_EVT_RECV && !ev.exs_evt_errno && ev_len(&ev) == 100;
+	}
+	report(sends == 5 && recvs == 4 && !next_event(q, 200).exs_evt_type, "11.2.9",
+	       "EXS_UNSIGNALLED receive with a NULL queue completes without an event (%d sends, %d receives)",
+	       sends, recvs);
+	expect_err("6.1", "exs_fcntl SETFLOWCONTROLCREDITS after connect",
+		   exs_fcntl(a, EXS_F_SETFLOWCONTROLCREDITS, 8), EISCONN);
+
+	/* many outstanding operations */
+	int okr = 0, oks = 0;
+	for (i = 0; i < 4; i++)
+		exs_recv(b, in + i * 4096, 4096, MSG_WAITALL, q, (void *)(long)(200 + i), UNREG);
+	for (i = 0; i < 4; i++)
+		exs_send(a, out + i * 4096, 4096, 0, q, (void *)(long)(300 + i), UNREG);
+	for (i = 0; i < 8; i++) {
+		ev = next_event(q, WAIT_S * 1000);
+		okr += ev.exs_evt_type == EXS_EVT_RECV && !ev.exs_evt_errno && ev_len(&ev) == 4096;
+		oks += ev.exs_evt_type == EXS_EVT_SEND && !ev.exs_evt_errno;
+	}
+	report(okr == 4 && oks == 4 && !memcmp(in, out, 4 * 4096), "5.3", "4 receives and 4 sends outstanding at once");
+
+	/* bad input on a live connection */
+	expect_err("5.1", "NULL send buffer", exs_send(a, NULL, 10, 0, q, NULL, UNREG), EINVAL);
+	expect_err("5.1", "send length 0", exs_send(a, out, 0, 0, q, NULL, UNREG), EINVAL);
+	expect_err("5.1", "unknown send flag", exs_send(a, out, 10, 0x40, q, NULL, UNREG), EINVAL);
+	expect_err("5.2", "MSG_WAITALL on exs_send", exs_send(a, out, 10, MSG_WAITALL, q, NULL, UNREG), EINVAL);
+	expect_err("5.1", "NULL queue without EXS_BLOCK", exs_send(a, out, 10, 0, NULL, NULL, UNREG), EINVAL);
+	expect_err("5.1", "send above 2^31-1", exs_send(a, out, (size_t)1 << 32, 0, q, NULL, UNREG), EMSGSIZE);
+	/* a blocking 1 MiB round trip checks the connection is still sound */
+	exs_recv(b, in, sizeof(in), MSG_WAITALL, q, NULL, UNREG);
+	r = exs_blocking_send(a, out, sizeof(out), 0, UNREG);
+	ev = next_event(q, WAIT_S * 1000);
+	report(r == (long)sizeof(out) && ev_len(&ev) == sizeof(out) && !memcmp(in, out, sizeof(out)), "9.1",
+	       "1 MiB exs_blocking_send into a MSG_WAITALL receive");
+	exs_blocking_close(a);
+	exs_blocking_close(b);
+	exs_qdelete(q);
+}
+
+/* ---- §4.4, §4.5: closing and half-closing */
+
+static void closing(void)
+{
+	exs_qhandle_t q = exs_qcreate(16);
+	char out[256], in[256];
+	exs_event_t ev;
+	int a, b;
+
+	fill(out, sizeof(out), 7);
+	/* lingering close: data sent before it arrives, then EOF */
+	if (!make_pair(SOCK_STREAM, 0, 0, &a, &b))
+		{ report(false, "4.4", "connection"); return; }
+	exs_send(a, out, 100, 0, q, NULL, UNREG);
+	exs_close(a, 0, q, (void *)1);
+	exs_recv(b, in, sizeof(in), 0, q, (void *)2, UNREG);
+	exs_recv(b, in + 128, 100, 0, q, (void *)3, UNREG);
+	int got = 0, eof = 0, closed = 0;
+	for (int i = 0; i < 4; i++) {
+		ev = next_event(q, WAIT_S * 1000);
+		got += ev.exs_evt_ahandle == (void *)2 && ev_len(&ev) == 100 && same(in, 100, 7);
+		eof += ev.exs_evt_ahandle == (void *)3 && !ev.exs_evt_errno && ev_len(&ev) == 0;
+		closed += ev.exs_evt_type == EXS_EVT_CLOSE && !ev.exs_evt_errno;
+	}
+	report(got && eof && closed, "4.4", "lingering close delivers the data, then EOF (errno 0, length 0) at the peer");
+	ev = (exs_event_t){ 0 };
+	exs_recv(b, in, 10, 0, q, NULL, UNREG);
+	ev = next_event(q, WAIT_S * 1000);
+	report(ev.exs_evt_type == EXS_EVT_RECV && !ev.exs_evt_errno && !ev_len(&ev), "5.2", "every receive after EOF is an EOF event");
+	exs_blocking_close(b);
+
+	/* abortive close: the peer's operations fail with ECONNRESET */
+	if (!make_pair(SOCK_SEQPACKET, 0, 0, &a, &b))
+		{ report(false, "4.4", "connection"); return; }
+	exs_recv(b, in, 10, 0, q, (void *)4, UNREG);
+	expect_ok("4.4", "exs_close EXS_DONTLINGER", exs_close(a, EXS_DONTLINGER | EXS_BLOCK, NULL, NULL));
+	ev = next_event(q, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_RECV, b, (void *)4, ECONNRESET), "4.4", "EXS_DONTLINGER: the peer's pending receive fails with ECONNRESET");
+	expect_err("5.2", "exs_recv after the abort", exs_recv(b, in, 10, 0, q, NULL, UNREG), ECONNRESET);
+	exs_blocking_close(b);
+
+	/* half-close */
+	if (!make_pair(SOCK_STREAM, 0, 0, &a, &b))
+		{ report(false, "4.5", "connection"); return; }
+	expect_err("4.5", "exs_shutdown bad how", exs_shutdown(a, 7, 0, q, NULL), EINVAL);
+	expect_err("4.5", "exs_shutdown unknown flag", exs_shutdown(a, SHUT_WR, 0x40, q, NULL), EINVAL);
+	expect_err("4.5", "exs_shutdown NULL queue without EXS_BLOCK", exs_shutdown(a, SHUT_WR, 0, NULL, NULL), EINVAL);
+	/* SHUT_WR with a send still unmatched: outstanding until it is placed */
+	exs_send(a, out, 50, 0, q, (void *)5, UNREG);
+	expect_ok("4.5", "exs_shutdown SHUT_WR", exs_shutdown(a, SHUT_WR, 0, q, (void *)6));
+	expect_err("4.5", "a second SHUT_WR while the first is outstanding", exs_shutdown(a, SHUT_WR, 0, q, NULL), EBUSY);
+	expect_err("4.5", "exs_send after SHUT_WR", exs_send(a, out, 10, 0, q, NULL, UNREG), EPIPE);
+	ev = next_event(q, 300);
+	report(!ev.exs_evt_type, "4.5", "SHUT_WR waits while its earlier send has no receive");
+	exs_recv(b, in, 100, 0, q, (void *)7, UNREG);
+	int sent = 0, shut = 0, data = 0;
+	for (int i = 0; i < 3; i++) {
+		ev = next_event(q, WAIT_S * 1000);
+		sent += event_is(&ev, EXS_EVT_SEND, a, (void *)5, 0);
+		shut += event_is(&ev, EXS_EVT_SHUTDOWN, a, (void *)6, 0);
+		data += event_is(&ev, EXS_EVT_RECV, b, (void *)7, 0) && ev_len(&ev) == 50;
+	}
+	report(sent && shut && data, "4.5", "then the send completes, the data arrives and EXS_EVT_SHUTDOWN follows");
+	exs_recv(b, in, 100, 0, q, (void *)8, UNREG);
+	ev = next_event(q, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_RECV, b, (void *)8, 0) && !ev_len(&ev), "4.5", "the peer reads EOF after SHUT_WR");
+	exs_recv(a, in, 64, MSG_WAITALL, q, (void *)12, UNREG);
+	long w = exs_blocking_send(b, out, 64, 0, UNREG);
+	ev = next_event(q, WAIT_S * 1000);
+	report(w == 64 && event_is(&ev, EXS_EVT_RECV, a, (void *)12, 0) && ev_len(&ev) == 64 &&
+	       same(in, 64, 7), "4.5", "the other direction still carries data");
+	expect_ok("4.5", "SHUT_WR again: a no-op", exs_shutdown(a, SHUT_WR, 0, q, (void *)9));
+	ev = next_event(q, 1000);
+	report(event_is(&ev, EXS_EVT_SHUTDOWN, a, (void *)9, 0), "4.5", "... with its event at once");
+	exs_blocking_close(a);
+	exs_blocking_close(b);
+	/* SHUT_RD on b: its receives end, a's sends fail with EPIPE */
+	if (!make_pair(SOCK_STREAM, 0, 0, &a, &b)) {
+		report(false, "4.5", "connection");
+		return;
+	}
+	exs_recv(b, in, 100, 0, q, (void *)10, UNREG);
+	expect_ok("4.5", "exs_shutdown SHUT_RD with EXS_BLOCK", exs_shutdown(b, SHUT_RD, EXS_BLOCK, NULL, NULL));
+	ev = next_event(q, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_RECV, b, (void *)10, 0) && !ev_len(&ev), "4.5",
+	       "SHUT_RD ends the waiting receive with EOF");
+	exs_recv(b, in, 100, 0, q, (void *)11, UNREG);
+	ev = next_event(q, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_RECV, b, (void *)11, 0) && !ev_len(&ev), "4.5", "receives after SHUT_RD are EOFs");
+	expect_err("4.5", "the peer's exs_send after SHUT_RD", exs_send(a, out, 10, EXS_BLOCK, NULL, NULL, UNREG), EPIPE);
+	expect_ok("4.5", "exs_shutdown SHUT_RDWR on b", exs_shutdown(b, SHUT_RDWR, EXS_BLOCK, NULL, NULL));
+	expect_err("4.5", "exs_send after SHUT_RDWR", exs_send(b, out, 10, EXS_BLOCK, NULL, NULL, UNREG), EPIPE);
+	int f2 = exs_socket(AF_INET, SOCK_STREAM, 0);
+	report(f2 != b, "4.5", "the fd stays taken after SHUT_RDWR, until exs_close");
+	exs_blocking_close(f2);
+	expect_ok("4.4", "exs_blocking_close after SHUT_RDWR", exs_blocking_close(b));
+	expect_ok("4.4", "exs_blocking_close", exs_blocking_close(a));
+	exs_qdelete(q);
+}
+
+static void on_alarm(int sig)
+{
+	static const char m[] = "FAIL [§-] the suite did not finish in 240 s (the check after the last line hung)\n";
+
+	(void)sig;
+	if (write(1, m, sizeof(m) - 1) < 0)
+		_exit(3);
+	_exit(1);
+}
+
+int main(int argc, char **argv)
+{
+	double t0 = now();
+
+	if (argc != 3 || inet_pton(AF_INET, argv[1], &host) != 1 || atoi(argv[2]) <= 0) {
+		fprintf(stderr, "usage: exs_conform ADDR PORT\n");
+		return 2;
+	}
+	next_port = (uint16_t)atoi(argv[2]);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	signal(SIGALRM, on_alarm);
+	alarm(240);
+	if (exs_init(EXS_VERSION)) {
+		printf("FAIL [§3] exs_init: %s\n", strerror(errno));
+		return 1;
+	}
+	queues();
+	registration();
+	sockets();
+	connections();
+	seqpacket();
+	stream();
+	closing();
+	printf("%d passed, %d failed (%.1f s)\n", passed, failed, now() - t0);
+	return failed ? 1 : 0;
+}
