@@ -84,7 +84,8 @@ done
 echo "examples: $MOVED bytes moved (sent and echoed back) in $(awk "BEGIN { printf \"%.1f\", $(date +%s.%N) - $T0 }") s"
 echo "examples: exs-echo-server left $LEFT buffers registered (exs_mderegister EBUSY, a libexs bug)"
 if [ $FAIL != 0 ]; then
-	echo "---- exsd logs (tail)"
+	echo "---- exsd: errors, then the tail of each log"
+	grep -i -E "error|fail|invalid|refused|reject|abort" "$LOGS"/exsd-examples-*.log | head -n 40
 	tail -n 30 "$LOGS"/exsd-examples-*.log
 fi
 summary
