@@ -197,7 +197,7 @@ int qp_owner(uint32_t dev_index, uint32_t port, uint32_t qpn, pid_t *pid)
 			      .tv_usec = (QPOWN_TIMEOUT_MS % 1000) * 1000 };
 	struct qp_query q = { .qpn = qpn };
 	struct nl_req r;
-	int fd, ret = -EINVAL;
+	int fd, ret = 0;
 
 	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_RDMA);
 	if (fd < 0)
@@ -210,9 +210,10 @@ int qp_owner(uint32_t dev_index, uint32_t port, uint32_t qpn, pid_t *pid)
 		ret = ask(fd, &q, &r);
 		if (!ret && !q.found)
 			ret = -EBADMSG; /* an answer of a shape not known here */
+		if (ret && ret != -ENOENT)
+			exsd_log(LOG_DEBUG, "qp %u: single query failed (%s), dumping", qpn, strerror(-ret));
 	}
-	if (ret && ret != -ENOENT) {
-		exsd_log(LOG_DEBUG, "qp %u: single query failed (%s), dumping", qpn, strerror(-ret));
+	if (!port || (ret && ret != -ENOENT)) {
 		request(&r, NLM_F_DUMP, dev_index);
 		q.found = false;
 		ret = ask(fd, &q, &r);
