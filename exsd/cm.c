@@ -356,6 +356,11 @@ int cm_qp_ready(struct client *c, ExsCtl__QpReady *m)
 		if (!e || e->state != EP_REQUESTED || !m->setup || !m->setup->credits ||
 		    m->setup->credits > EXSD_MAX_CREDITS || ep_find(c, m->sock))
 			return -EINVAL;
+		if (qp_check_owner(c, m->sock, e->id, m->qpn)) {
+			/* the peer is refused; the client's accept goes on waiting */
+			cm_reject(c, &(ExsCtl__Reject){ .conn = m->conn, .err = ECONNREFUSED });
+			return -EPERM;
+		}
 		mine.credits = m->setup->credits;
 		mine.sp_max = m->setup->sp_max;
 		setup_agree(&e->offer, &mine, &e->agreed);
@@ -377,6 +382,11 @@ int cm_qp_ready(struct client *c, ExsCtl__QpReady *m)
 	if (!e)
 		return -EINVAL;
 	if (e->state == EP_WAIT_QP) {
+		if (qp_check_owner(c, m->sock, e->id, m->qpn)) {
+			ep_fail(e, EPERM);
+			ep_free(e);
+			return 0;
+		}
 		setup_encode(&w, EXS_WIRE_SETUP_REQUEST, e->offer.credits, e->offer.sp_max);
 		if (rdma_connect(e->id, &p)) {
 			ep_fail(e, errno);

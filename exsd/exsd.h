@@ -133,6 +133,10 @@ void observe_monitor(struct client *c, uint32_t seq);
 void observe_event(struct ep *e, const char *event, int err);
 void observe_client_gone(struct client *c);
 
+/* qpown.c: whether a client owns the QP it names */
+int qp_owner(uint32_t dev_index, uint32_t port, uint32_t qpn, pid_t *pid);
+int qp_check_owner(struct client *c, uint32_t sock, struct rdma_cm_id *id, uint32_t qpn);
+
 /* negotiate.c */
 void setup_encode(struct exs_wire_setup *w, uint8_t kind, uint32_t credits, uint32_t sp_max);
 int setup_decode(const void *pd, size_t len, uint8_t kind, struct exs_wire_setup *ret);
