@@ -37,6 +37,7 @@ static void ep_set_state(struct ep *e, enum ep_state s)
 {
 	exsd_log(LOG_DEBUG, "client %u sock %u conn %u: %s -> %s", e->c->id, e->sock, e->conn,
 		 ep_state_name(e->state), ep_state_name(s));
+	exsd.nestablished += (s == EP_ESTABLISHED) - (e->state == EP_ESTABLISHED);
 	e->state = s;
 }
 
@@ -44,7 +45,7 @@ static struct ep *ep_new(struct client *c)
 {
 	struct ep *e;
 
-	if (c->neps >= EXSD_MAX_EPS_PER_CLIENT)
+	if (c->neps >= exsd.conf.max_sockets)
 		return NULL;
 	e = calloc(1, sizeof(*e));
 	if (!e)
@@ -97,6 +98,8 @@ void ep_free(struct ep *e)
 		e->listener->pending--;
 	if (e->timer)
 		event_free(e->timer);
+	if (e->state == EP_ESTABLISHED)
+		exsd.nestablished--;
 	if (e->id) {
 		if (e->state == EP_ESTABLISHED || e->state == EP_ACCEPTING ||
 		    e->state == EP_CONNECTING || e->state == EP_WAIT_RTR)
@@ -214,6 +217,40 @@ static int create_id(struct ep *e)
 	return 0;
 }
 
+struct bind_try {
+	struct rdma_cm_id *id;
+	struct sockaddr_storage *ss;
+};
+
+static int try_bind(void *arg, uint16_t port)
+{
+	struct bind_try *t = arg;
+
+	((struct sockaddr_in *)t->ss)->sin_port = htons(port); /* sin6_port: same place */
+	return rdma_bind_addr(t->id, (struct sockaddr *)t->ss) ? -errno : 0;
+}
+
+/* Bind e->id to ss; port 0: to a free port of [ports] ephemeral. */
+static int bind_id(struct ep *e, struct sockaddr_storage *ss)
+{
+	struct bind_try t = { e->id, ss };
+	int ret;
+
+	if (((struct sockaddr_in *)ss)->sin_port)
+		return rdma_bind_addr(e->id, (struct sockaddr *)ss) ? -errno : 0;
+	ret = port_pick(exsd.conf.port_lo, exsd.conf.port_hi, &exsd.port_cursor, try_bind, &t);
+	return ret < 0 ? ret : 0;
+}
+
+static unsigned listeners(const struct client *c)
+{
+	unsigned n = 0;
+
+	for (const struct ep *e = c->eps; e; e = e->next)
+		n += e->state == EP_LISTENING && !e->dead;
+	return n;
+}
+
 int cm_bind(struct client *c, uint32_t seq, ExsCtl__Bind *b)
 {
 	ExsCtl__Msg m;
@@ -229,7 +266,7 @@ int cm_bind(struct client *c, uint32_t seq, ExsCtl__Bind *b)
 		return -EINVAL;
 	memcpy(&ss, b->addr.data, b->addr.len);
 	port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-	if (port && port < 1024 && c->uid != 0)
+	if (port && port < 1024 && !c->low_ports)
 		return -EACCES;
 	e = ep_new(c);
 	if (!e)
@@ -238,8 +275,8 @@ int cm_bind(struct client *c, uint32_t seq, ExsCtl__Bind *b)
 	e->has_sock = true;
 	e->type = b->type == SOCK_STREAM ? SOCK_STREAM : SOCK_SEQPACKET;
 	ret = create_id(e);
-	if (!ret && rdma_bind_addr(e->id, (struct sockaddr *)&ss))
-		ret = -errno;
+	if (!ret)
+		ret = bind_id(e, &ss);
 	if (ret) {
 		ep_free(e);
 		return ret;
@@ -263,9 +300,12 @@ int cm_listen(struct client *c, uint32_t seq, ExsCtl__Listen *l)
 		return -EINVAL;
 	if (l->backlog == 0 || l->backlog > 4096)
 		return -EINVAL;
-	if (rdma_listen(e->id, (int)l->backlog))
+	if (listeners(c) >= exsd.conf.max_listeners)
+		return -ENOBUFS;
+	/* like somaxconn: a larger backlog is cut to the limit */
+	e->backlog = l->backlog < exsd.conf.max_pending ? l->backlog : exsd.conf.max_pending;
+	if (rdma_listen(e->id, (int)e->backlog))
 		return -errno;
-	e->backlog = l->backlog;
 	ep_set_state(e, EP_LISTENING);
 	observe_event(e, "listen", 0);
 	ctl_reply_ok(c, seq);
@@ -275,7 +315,7 @@ int cm_listen(struct client *c, uint32_t seq, ExsCtl__Listen *l)
 int cm_connect(struct client *c, ExsCtl__Connect *m)
 {
 	struct ep *e = ep_find(c, m->sock);
-	struct sockaddr_storage dst;
+	struct sockaddr_storage dst, src;
 	int ret;
 
 	if (check_sockaddr(&m->addr) || !m->setup || !m->setup->credits ||
@@ -289,7 +329,13 @@ int cm_connect(struct client *c, ExsCtl__Connect *m)
 			return -ENOBUFS;
 		e->sock = m->sock;
 		e->has_sock = true;
-		if ((ret = create_id(e))) {
+		memcpy(&dst, m->addr.data, m->addr.len);
+		/* unbound: a wildcard address and a port of ours, as a bind(0) */
+		memset(&src, 0, sizeof(src));
+		src.ss_family = dst.ss_family;
+		if (!(ret = create_id(e)))
+			ret = bind_id(e, &src);
+		if (ret) {
 			ep_free(e);
 			return ret;
 		}
@@ -298,7 +344,7 @@ int cm_connect(struct client *c, ExsCtl__Connect *m)
 	e->type = m->type == SOCK_STREAM ? SOCK_STREAM : SOCK_SEQPACKET;
 	e->offer.credits = m->setup->credits;
 	e->offer.sp_max = m->setup->sp_max;
-	arm_timer(e, m->timeout_ms ? m->timeout_ms : EXSD_CONNECT_MS);
+	arm_timer(e, m->timeout_ms ? m->timeout_ms : exsd.conf.connect_timeout_ms);
 	if (rdma_resolve_addr(e->id, NULL, (struct sockaddr *)&dst, EXSD_RESOLVE_MS)) {
 		ret = -errno;
 		ep_fail(e, -ret);
@@ -602,7 +648,7 @@ static void on_request(struct ep *l, struct rdma_cm_event *ev)
 	m.body_case = EXS_CTL__MSG__BODY_CONN_REQUEST;
 	m.conn_request = &cr;
 	ep_set_state(e, EP_REQUESTED);
-	arm_timer(e, EXSD_CONNECT_MS);
+	arm_timer(e, exsd.conf.connect_timeout_ms);
 	ctl_send(l->c, &m);
 }
 

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +121,7 @@ static bool dispatch(struct client *c, ExsCtl__Msg *m)
 	case EXS_CTL__MSG__BODY_HELLO: {
 		ExsCtl__Msg r;
 		ExsCtl__HelloReply hr = EXS_CTL__HELLO_REPLY__INIT;
+		ExsCtl__SocketDefaults sd = EXS_CTL__SOCKET_DEFAULTS__INIT;
 
 		if (c->hello) {
 			ctl_reply_error(c, m->seq, EPROTO, "hello twice");
@@ -127,9 +129,16 @@ static bool dispatch(struct client *c, ExsCtl__Msg *m)
 		}
 		c->hello = true;
 		c->observer = m->hello->observer;
+		c->low_ports = c->uid == 0 || proc_has_cap(c->pid, CAP_NET_BIND_SERVICE);
 		ctl_msg_init(&r);
 		r.seq = m->seq;
 		hr.client_id = c->id;
+		sd.credits = exsd.conf.credits;
+		sd.sp_max = exsd.conf.sp_max;
+		sd.inline_max = exsd.conf.inline_max;
+		sd.stream_buffer = exsd.conf.stream_buffer;
+		sd.busy_poll_us = exsd.conf.busy_poll_us;
+		hr.defaults = &sd;
 		r.body_case = EXS_CTL__MSG__BODY_HELLO_REPLY;
 		r.hello_reply = &hr;
 		ctl_send(c, &r);
@@ -236,9 +245,9 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	if (fd < 0)
 		return;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) || exsd.nclients >= EXSD_MAX_CLIENTS) {
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) || exsd.nclients >= exsd.conf.max_clients) {
 		exsd_log(LOG_WARNING, "refusing a client: %s",
-			 exsd.nclients >= EXSD_MAX_CLIENTS ? "too many clients" : "no credentials");
+			 exsd.nclients >= exsd.conf.max_clients ? "too many clients" : "no credentials");
 		close(fd);
 		return;
 	}

@@ -9,7 +9,9 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
+#include <sys/un.h>
 #include <event2/event.h>
 #include <rdma/rdma_cma.h>
 
@@ -22,9 +24,40 @@
 #define EXSD_RESOLVE_MS 2000
 #define EXSD_CONNECT_MS 30000
 #define EXSD_MAX_CREDITS 1024
+#define EXSD_DEFAULT_CREDITS 32	/* libexs's own default (EXS_DEFAULT_CREDITS) */
+#ifndef EXSD_DEFAULT_CONFIG
+#define EXSD_DEFAULT_CONFIG "/etc/exs.conf" /* CMake sets SYSCONFDIR/exs.conf */
+#endif
+#define EXSD_CONFIG_VALUE_MAX 112	/* a value as text, the socket path included */
 
 enum log_level { LOG_ERR = 3, LOG_WARNING = 4, LOG_NOTICE = 5, LOG_INFO = 6, LOG_DEBUG = 7 };
 void exsd_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Every setting of exs.conf (config.c has the keys, their bounds and docs/man
+ * exs.conf.5.md what they mean). */
+struct exsd_config {
+	char socket[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* [daemon] */
+	int log_level;
+	uint32_t port_lo, port_hi;	/* [ports] ephemeral = LO-HI */
+	uint32_t credits, sp_max, inline_max, stream_buffer, busy_poll_us; /* [sockets] */
+	uint32_t max_clients, max_sockets, max_listeners, max_pending, connect_timeout_ms; /* [limits] */
+};
+
+/* config.c */
+void config_defaults(struct exsd_config *c);
+int config_load(struct exsd_config *c, const char *path, bool must_exist, FILE *err);
+int config_set(struct exsd_config *c, const char *section, const char *name, const char *value,
+	       char *err, size_t errlen);
+int config_get(const struct exsd_config *c, size_t i, const char **section, const char **name,
+	       char *val, size_t len);
+void config_print(const struct exsd_config *c, FILE *f);
+void config_log(const struct exsd_config *c);
+
+/* ports.c */
+int port_pick(uint32_t lo, uint32_t hi, uint32_t *cursor,
+	      int (*try_bind)(void *arg, uint16_t port), void *arg);
+int cap_eff_parse(FILE *f, uint64_t *ret);
+bool proc_has_cap(pid_t pid, unsigned cap);
 
 struct client;
 
@@ -78,6 +111,7 @@ struct client {
 	uid_t uid;
 	char comm[17];
 	bool hello, observer, monitor;
+	bool low_ports;		/* uid 0 or CAP_NET_BIND_SERVICE at hello: may bind < 1024 */
 	uint64_t created_ms;
 	unsigned neps;
 	struct ep *eps;
@@ -90,11 +124,14 @@ struct exsd {
 	struct event *cm_ev;
 	int listen_fd;
 	struct event *listen_ev;
-	const char *socket_path;
+	struct exsd_config conf;
+	const char *socket_path; /* conf.socket */
 	bool own_socket;
 	struct client *clients;
 	unsigned nclients;
 	uint32_t next_client, next_conn, next_ep;
+	uint32_t port_cursor;	/* the last ephemeral port given out */
+	unsigned nestablished;	/* connections, for systemd's STATUS= */
 	struct query *queries;
 	int log_level;
 	bool log_prefix;

@@ -1,28 +1,33 @@
 /*
  * exsd: the EXS connection broker. Parses options, sets up logging, the
  * libevent loop, rdmacm and the control socket, tells systemd when it is
- * really serving, and shuts down cleanly on SIGTERM/SIGINT.
+ * really serving (and, while it runs, how much it serves and that it is
+ * alive), and shuts down cleanly on SIGTERM/SIGINT.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 #include <systemd/sd-daemon.h>
 
 #include "exsd.h"
 
-struct exsd exsd = { .listen_fd = -1, .log_level = LOG_INFO };
+struct exsd exsd = { .listen_fd = -1, .conf.log_level = LOG_INFO };
 
 void exsd_log(int level, const char *fmt, ...)
 {
 	va_list ap;
 	int saved = errno;
 
-	if (level > exsd.log_level)
+	if (level > exsd.conf.log_level)
 		return;
 	if (exsd.log_prefix)
 		fprintf(stderr, "<%d>", level);
@@ -37,20 +42,68 @@ void exsd_log(int level, const char *fmt, ...)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: exsd [-s SOCKET] [-d] [-p] [-h]\n"
-		   "  -s, --socket PATH  control socket (default %s)\n"
-		   "  -d, --debug        log every state change\n"
+	fprintf(f, "usage: exsd [-c FILE] [-s SOCKET] [-d] [-p] [-h]\n"
+		   "  -c, --config FILE  configuration (default %s; a missing default is fine)\n"
+		   "  -s, --socket PATH  control socket (overrides [daemon] socket and $EXS_SOCKET)\n"
+		   "  -d, --debug        log every state change (log_level = debug)\n"
 		   "  -p, --print        print the effective configuration and exit\n"
 		   "  -h, --help         this text\n",
-		   EXSD_DEFAULT_SOCKET);
+		   EXSD_DEFAULT_CONFIG);
 }
 
-static void print_config(FILE *f)
+/* Configuration errors, one line each, as log lines of their own. */
+static int load_config(const char *path, bool must_exist)
 {
-	fprintf(f, "socket = %s\nlog_level = %s\ncontrol_protocol = %d\nwire_protocol = %d\n"
-		   "max_clients = %d\nmax_sockets_per_client = %d\nconnect_timeout_ms = %d\n",
-		exsd.socket_path, exsd.log_level >= LOG_DEBUG ? "debug" : "info", EXS_CTL_VERSION,
-		EXS_WIRE_VERSION, EXSD_MAX_CLIENTS, EXSD_MAX_EPS_PER_CLIENT, EXSD_CONNECT_MS);
+	char *text = NULL, *line, *save;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	int ret;
+
+	if (!f)
+		return -errno;
+	ret = config_load(&exsd.conf, path, must_exist, f);
+	fclose(f);
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		exsd_log(LOG_ERR, "%s", line);
+	free(text);
+	return ret;
+}
+
+/* ---- systemd: STATUS= when the counts change, WATCHDOG=1 keep-alives */
+
+static unsigned shown_clients = UINT_MAX, shown_conns = UINT_MAX;
+
+static void on_status_tick(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	if (exsd.nclients == shown_clients && exsd.nestablished == shown_conns)
+		return;
+	shown_clients = exsd.nclients;
+	shown_conns = exsd.nestablished;
+	sd_notifyf(0, "STATUS=serving %u client%s, %u connection%s", shown_clients,
+		   shown_clients == 1 ? "" : "s", shown_conns, shown_conns == 1 ? "" : "s");
+}
+
+static void on_watchdog(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	sd_notify(0, "WATCHDOG=1");
+}
+
+static struct event *every(uint64_t usec, event_callback_fn fn)
+{
+	struct timeval tv = { .tv_sec = (time_t)(usec / 1000000), .tv_usec = (suseconds_t)(usec % 1000000) };
+	struct event *ev = event_new(exsd.base, -1, EV_PERSIST, fn, NULL);
+
+	if (ev && event_add(ev, &tv)) {
+		event_free(ev);
+		ev = NULL;
+	}
+	return ev;
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -64,6 +117,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
 		{ "socket", required_argument, NULL, 's' },
 		{ "debug", no_argument, NULL, 'd' },
 		{ "print", no_argument, NULL, 'p' },
@@ -71,18 +125,23 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct event *sigterm, *sigint;
-	bool print = false;
+	const char *config = NULL, *sock_path = NULL;
+	struct event *status_ev, *watchdog_ev = NULL;
+	bool print = false, debug = false;
+	uint64_t wd_usec = 0;
+	char err[256];
 	int o, ret;
 
-	exsd.socket_path = getenv("EXS_SOCKET") && *getenv("EXS_SOCKET") ? getenv("EXS_SOCKET")
-									 : EXSD_DEFAULT_SOCKET;
-	while ((o = getopt_long(argc, argv, "s:dph", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "c:s:dph", opts, NULL)) != -1) {
 		switch (o) {
+		case 'c':
+			config = optarg;
+			break;
 		case 's':
-			exsd.socket_path = optarg;
+			sock_path = optarg;
 			break;
 		case 'd':
-			exsd.log_level = LOG_DEBUG;
+			debug = true;
 			break;
 		case 'p':
 			print = true;
@@ -99,12 +158,32 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	/* built-in defaults < the file < $EXS_SOCKET < the command line */
+	config_defaults(&exsd.conf);
+	exsd.log_prefix = getenv("JOURNAL_STREAM") != NULL;
+	if (load_config(config ? config : EXSD_DEFAULT_CONFIG, config != NULL)) {
+		exsd_log(LOG_ERR, "not starting: bad configuration");
+		return 1;
+	}
+	if (!sock_path && getenv("EXS_SOCKET") && *getenv("EXS_SOCKET"))
+		sock_path = getenv("EXS_SOCKET");
+	if (sock_path && config_set(&exsd.conf, "daemon", "socket", sock_path, err, sizeof(err))) {
+		exsd_log(LOG_ERR, "%s", err);
+		return 1;
+	}
+	if (debug)
+		exsd.conf.log_level = LOG_DEBUG;
+	exsd.socket_path = exsd.conf.socket;
 	if (print) {
-		print_config(stdout);
+		config_print(&exsd.conf, stdout);
 		return 0;
 	}
-	/* under systemd, stderr goes to the journal, which reads <N> prefixes */
-	exsd.log_prefix = getenv("JOURNAL_STREAM") != NULL;
+	/* Start the ephemeral search at a random port, as the kernel does: a
+	 * restarted exsd must not hand out the ports of connections that just
+	 * ended (on iWARP their TCP ports may still be in TIME_WAIT). */
+	if (getrandom(&exsd.port_cursor, sizeof(exsd.port_cursor), GRND_NONBLOCK) < 0)
+		exsd.port_cursor = (uint32_t)time(NULL) ^ (uint32_t)getpid();
+	exsd.port_cursor = exsd.conf.port_lo + exsd.port_cursor % (exsd.conf.port_hi - exsd.conf.port_lo + 1);
 	signal(SIGPIPE, SIG_IGN);
 	exsd.base = event_base_new();
 	if (!exsd.base) {
@@ -125,11 +204,22 @@ int main(int argc, char **argv)
 	sigint = evsignal_new(exsd.base, SIGINT, on_signal, NULL);
 	evsignal_add(sigterm, NULL);
 	evsignal_add(sigint, NULL);
+	config_log(&exsd.conf);
 	exsd_log(LOG_INFO, "serving on %s (control protocol %d, wire protocol %d)", exsd.socket_path,
 		 EXS_CTL_VERSION, EXS_WIRE_VERSION);
-	sd_notify(0, "READY=1\nSTATUS=serving");
+	sd_notify(0, "READY=1");
+	on_status_tick(-1, 0, NULL);
+	status_ev = every(1000000, on_status_tick);
+	if (sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec) {
+		watchdog_ev = every(wd_usec / 2, on_watchdog);
+		exsd_log(LOG_INFO, "systemd watchdog: a keep-alive every %" PRIu64 " ms", wd_usec / 2000);
+	}
 	event_base_dispatch(exsd.base);
-	sd_notify(0, "STOPPING=1");
+	sd_notify(0, "STOPPING=1\nSTATUS=stopping");
+	if (watchdog_ev)
+		event_free(watchdog_ev);
+	if (status_ev)
+		event_free(status_ev);
 	ctl_shutdown();
 	cm_close();
 	event_free(sigterm);

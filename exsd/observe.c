@@ -242,26 +242,27 @@ static void reply_devices(struct client *o, uint32_t seq)
 		ibv_free_device_list(list);
 }
 
+/* Every exs.conf key as "section.key", then the protocol versions. */
 static void reply_config(struct client *o, uint32_t seq)
 {
+	enum { N = 24 };
 	ExsCtl__QueryReply r = EXS_CTL__QUERY_REPLY__INIT;
-	ExsCtl__ConfigItem it[8], *ip[8];
-	char v[8][32];
-	const char *keys[] = { "socket", "log_level", "control_protocol", "wire_protocol",
-			       "max_clients", "max_sockets_per_client", "connect_timeout_ms" };
-	size_t n = sizeof(keys) / sizeof(keys[0]);
+	ExsCtl__ConfigItem it[N], *ip[N];
+	char k[N][48], v[N][EXSD_CONFIG_VALUE_MAX];
+	const char *sec, *name;
+	size_t n = 0;
 
-	snprintf(v[1], sizeof(v[1]), "%s", exsd.log_level >= LOG_DEBUG ? "debug" : "info");
-	snprintf(v[2], sizeof(v[2]), "%d", EXS_CTL_VERSION);
-	snprintf(v[3], sizeof(v[3]), "%d", EXS_WIRE_VERSION);
-	snprintf(v[4], sizeof(v[4]), "%d", EXSD_MAX_CLIENTS);
-	snprintf(v[5], sizeof(v[5]), "%d", EXSD_MAX_EPS_PER_CLIENT);
-	snprintf(v[6], sizeof(v[6]), "%d", EXSD_CONNECT_MS);
-	for (size_t k = 0; k < n; k++) {
-		exs_ctl__config_item__init(&it[k]);
-		it[k].key = (char *)keys[k];
-		it[k].value = k == 0 ? (char *)exsd.socket_path : v[k];
-		ip[k] = &it[k];
+	for (; n < N - 2 && !config_get(&exsd.conf, n, &sec, &name, v[n], sizeof(v[n])); n++)
+		snprintf(k[n], sizeof(k[n]), "%s.%s", sec, name);
+	snprintf(k[n], sizeof(k[n]), "control_protocol");
+	snprintf(v[n++], sizeof(v[0]), "%d", EXS_CTL_VERSION);
+	snprintf(k[n], sizeof(k[n]), "wire_protocol");
+	snprintf(v[n++], sizeof(v[0]), "%d", EXS_WIRE_VERSION);
+	for (size_t i = 0; i < n; i++) {
+		exs_ctl__config_item__init(&it[i]);
+		it[i].key = k[i];
+		it[i].value = v[i];
+		ip[i] = &it[i];
 	}
 	r.config = ip;
 	r.n_config = n;

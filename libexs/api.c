@@ -14,6 +14,7 @@ struct exs_global exs_g = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.ctl_fd = -1,
 	.epfd = -1,
+	.defaults = { .credits = EXS_DEFAULT_CREDITS },
 };
 
 #define LOCK() pthread_mutex_lock(&exs_g.lock)
@@ -191,6 +192,7 @@ int exs_socket(int domain, int type, int protocol)
 	if (protocol != 0 && protocol != IPPROTO_TCP && protocol != IPPROTO_SCTP)
 		return exs_err(EPROTONOSUPPORT);
 	LOCK();
+	exs_ctl_ensure(); /* for exsd's socket defaults; without exsd, the built-in ones */
 	s = exs_sock_alloc(domain, type);
 	if (!s)
 		return fail_unlock(-(errno ? errno : ENOMEM));
@@ -591,7 +593,7 @@ int exs_fcntl(int fd, int cmd, ...)
 		UNLOCK();
 		return old;
 	case EXS_F_SETSPMAXSIZE:
-		if (arg < 0 || arg > 65536)
+		if (arg < 0 || arg > EXS_MAX_SP_MAX)
 			return fail_unlock(-EINVAL);
 		if (s->state != EXS_S_NEW && s->state != EXS_S_BOUND && s->state != EXS_S_LISTENING)
 			return fail_unlock(-EISCONN);

@@ -81,6 +81,20 @@ static int wait_reply(struct waiter *w)
 	return -w->err;
 }
 
+/* exsd's defaults for new sockets, where they are sane; else ours stay. */
+static void take_defaults(const ExsCtl__SocketDefaults *d)
+{
+	if (!d)
+		return; /* an exsd from before SocketDefaults */
+	if (d->credits >= 1 && d->credits <= EXS_MAX_CREDITS)
+		exs_g.defaults.credits = d->credits;
+	if (d->sp_max <= EXS_MAX_SP_MAX)
+		exs_g.defaults.sp_max = d->sp_max;
+	exs_g.defaults.inline_max = d->inline_max;
+	exs_g.defaults.stream_buffer = d->stream_buffer;
+	exs_g.defaults.busy_poll_us = d->busy_poll_us;
+}
+
 static int ctl_open(void)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -126,6 +140,8 @@ static int ctl_open(void)
 	reply = w.reply;
 	if (!ret && (!reply || reply->body_case != EXS_CTL__MSG__BODY_HELLO_REPLY))
 		ret = -EPROTO;
+	if (!ret)
+		take_defaults(reply->hello_reply->defaults);
 	if (reply)
 		exs_ctl__msg__free_unpacked(reply, NULL);
 	if (ret) {

@@ -31,6 +31,7 @@
 #define EXS_MAX_CREDITS 1024
 #define EXS_DEFAULT_CREDITS 32
 #define EXS_MAX_BACKLOG 4096
+#define EXS_MAX_SP_MAX 65536 /* small-packet maximum size */
 #define EXS_MAX_XFER ((size_t)INT32_MAX)
 #define EXS_MAX_DEVS 16
 #define EXS_MAX_CHUNKS 16 /* writes per message, for devices with a small max_msg_sz */
@@ -275,6 +276,11 @@ struct exs_global {
 	struct exs_sock **socks;
 	struct exs_dev *devs[EXS_MAX_DEVS];
 	int ndevs;
+	/* what a new socket starts with: built in, then exsd's (HelloReply) */
+	struct exs_defaults {
+		uint32_t credits, sp_max;
+		uint32_t inline_max, stream_buffer, busy_poll_us; /* carried, unused yet */
+	} defaults;
 };
 extern struct exs_global exs_g;
 

@@ -61,7 +61,8 @@ struct exs_sock *exs_sock_alloc(int domain, int type)
 	s->state = EXS_S_NEW;
 	s->domain = domain;
 	s->type = type;
-	s->cfg_credits = EXS_DEFAULT_CREDITS;
+	s->cfg_credits = exs_g.defaults.credits;
+	s->cfg_sp_max = exs_g.defaults.sp_max;
 	s->listener_fd = -1;
 	exs_g.socks[fd] = s;
 	return s;

@@ -110,7 +110,7 @@ exsctl_tests() {
 		"(map(select(.observer == false)) | length == 8) and
 		 (map(select(.pid == $ca))[0].connections == 1)" $j
 	X -j config >$j
-	jcheck "exsctl config: the effective socket path" 'map(select(.key == "socket"))[0].value == "/run/exs/exsd.sock"' $j
+	jcheck "exsctl config: the effective socket path" 'map(select(.key == "daemon.socket"))[0].value == "/run/exs/exsd.sock"' $j
 	X -p conns >$LOGS/pretty.json
 	jcheck "exsctl -p: pretty JSON parses to the same rows" 'length == 8' $LOGS/pretty.json
 

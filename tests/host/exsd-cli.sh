@@ -1,0 +1,71 @@
+#!/bin/bash
+# exsd-cli.sh BUILD: exsd's command line and configuration file, on the
+# host: nothing here needs an RDMA device, as exsd reads and checks its
+# configuration before it opens rdmacm.
+set -uo pipefail
+build=$(cd "${1:?BUILD}" && pwd) || exit 1
+exsd=$build/exsd
+tmp=$(mktemp -d /tmp/exs-cli.XXXXXX) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+unset EXS_SOCKET JOURNAL_STREAM
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "PASS $1"; }
+ko() { fail=$((fail + 1)); echo "FAIL $1"; [ -z "${2:-}" ] || sed 's/^/    /' "$2"; }
+# expect NAME STATUS PATTERN CMD...: CMD exits STATUS and its output has PATTERN
+expect() {
+	local name=$1 want=$2 pat=$3 rc
+	shift 3
+	"$@" >"$tmp/out" 2>&1
+	rc=$?
+	if [ $rc = "$want" ] && grep -q -e "$pat" "$tmp/out"; then ok "$name"; else
+		echo "    exit $rc, wanted $want and /$pat/"; ko "$name" "$tmp/out"; fi
+}
+
+expect "exsd -h: usage on stdout, exit 0" 0 '^usage: exsd \[-c FILE\]' "$exsd" -h
+expect "exsd --help names the default file" 0 'default /.*/exs.conf' "$exsd" --help
+expect "exsd with a stray argument: exit 2" 2 '^usage' "$exsd" stray
+expect "exsd -x: exit 2" 2 '^usage' "$exsd" -x
+expect "exsd -p: the defaults in exs.conf syntax" 0 '^ephemeral = 49152-65535$' \
+	"$exsd" -c /dev/null -p
+expect "exsd -c missing: exit 1, the file named" 1 "$tmp/none.conf: No such file" \
+	"$exsd" -c "$tmp/none.conf" -p
+
+cat >"$tmp/good.conf" <<'CONF'
+# comment
+[daemon]
+socket = /run/exs-test/x.sock
+log_level = notice
+[ports]
+ephemeral = 40000-40099
+[sockets]
+credits = 16 ; inline comment
+[limits]
+max_clients = 8
+CONF
+"$exsd" -c "$tmp/good.conf" -p >"$tmp/p1" 2>&1
+if grep -qx 'credits = 16' "$tmp/p1" && grep -qx 'max_clients = 8' "$tmp/p1" &&
+	grep -qx 'ephemeral = 40000-40099' "$tmp/p1" && grep -qx '\[limits\]' "$tmp/p1"; then
+	ok "exsd -c FILE -p: the file's values"
+else ko "exsd -c FILE -p" "$tmp/p1"; fi
+"$exsd" -c "$tmp/p1" -p >"$tmp/p2" 2>&1
+if cmp -s "$tmp/p1" "$tmp/p2"; then ok "exsd -p output reads back to the same configuration"
+else ko "exsd -p read back" "$tmp/p2"; fi
+
+expect "EXS_SOCKET overrides the file" 0 '^socket = /run/env.sock$' \
+	env EXS_SOCKET=/run/env.sock "$exsd" -c "$tmp/good.conf" -p
+expect "-s overrides the file and EXS_SOCKET" 0 '^socket = /run/opt.sock$' \
+	env EXS_SOCKET=/run/env.sock "$exsd" -c "$tmp/good.conf" -s /run/opt.sock -p
+expect "-d overrides log_level" 0 '^log_level = debug$' "$exsd" -c "$tmp/good.conf" -d -p
+expect "-s with a relative path: refused" 1 'not an absolute path' "$exsd" -c /dev/null -s rel.sock -p
+
+printf '[sockets]\ncredits = 2000\n[limits]\nmax_clients = many\n[nope]\nx = 1\n' >"$tmp/bad.conf"
+expect "a bad file: exit 1" 1 'not starting: bad configuration' "$exsd" -c "$tmp/bad.conf"
+for want in "bad.conf:2: credits: 2000 out of range" "bad.conf:4: max_clients: \"many\" is not a number" \
+	"bad.conf:6: unknown section \[nope\]"; do
+	expect "reported: $want" 1 "$want" "$exsd" -c "$tmp/bad.conf" -p
+done
+expect "under journald: errors at priority 3" 1 '^<3>.*bad.conf:2:' \
+	env JOURNAL_STREAM=8:1 "$exsd" -c "$tmp/bad.conf"
+
+echo "$pass passed, $fail failed"
+[ $fail = 0 ] && [ $pass -gt 0 ]
