@@ -101,6 +101,8 @@ void exs_conn_destroy(struct exs_conn *c)
 
 	if (!c)
 		return;
+	if (c->probing)
+		exs_g.nprobing--;
 	if (c->owner) {
 		if (c->prev)
 			c->prev->next = c->next;
@@ -478,6 +480,34 @@ int exs_conn_shut_rd(struct exs_sock *s)
 	return post_ctl_type(c, EXS_WIRE_RDSHUT);
 }
 
+/* Ask the peer whether it is still there (see on_conn_error in sock.c). */
+void exs_conn_probe(struct exs_sock *s)
+{
+	struct exs_conn *c = s->conn;
+
+	if (c->probing)
+		return;
+	if (post_ctl_type(c, EXS_WIRE_PING)) {
+		exs_sock_conn_broken(s, ECONNRESET);
+		return;
+	}
+	c->probing = true;
+	c->probe_deadline_ms = exs_now_ms() + EXS_PROBE_MS;
+	exs_g.nprobing++;
+	exs_progress_wake();
+}
+
+void exs_conn_probe_tick(struct exs_sock *s, uint64_t now)
+{
+	struct exs_conn *c = s->conn;
+
+	if (!c->probing || (now < c->probe_deadline_ms && !c->reset))
+		return;
+	c->probing = false;
+	exs_g.nprobing--;
+	exs_sock_conn_broken(s, ECONNRESET); /* no answer: the peer is gone */
+}
+
 /* The peer shut its read side: what we have not placed never will be. */
 static void peer_shut_rd(struct exs_sock *s)
 {
@@ -530,6 +560,16 @@ static void on_message(struct exs_sock *s, const struct exs_wire_msg *m)
 		break;
 	case EXS_WIRE_RDSHUT:
 		peer_shut_rd(s);
+		break;
+	case EXS_WIRE_PING:
+		if (post_ctl_type(c, EXS_WIRE_PONG))
+			exs_sock_conn_broken(s, ECONNRESET);
+		break;
+	case EXS_WIRE_PONG:
+		if (c->probing) {
+			c->probing = false;
+			exs_g.nprobing--;
+		}
 		break;
 	case EXS_WIRE_RDSHUT_ACK:
 		if (!c->rd_shut) {

@@ -38,6 +38,7 @@
 #define EXS_CTL_TIMEOUT_MS 10000
 #define EXS_LINGER_MS 30000 /* a closing socket's sends may wait this long for adverts */
 #define EXS_FIN_MS 5000     /* then its FIN (or ABORT) this long for its completion */
+#define EXS_PROBE_MS 1000   /* the peer has this long to answer an in-band PING */
 
 static inline int exs_err(int e)
 {
@@ -149,6 +150,8 @@ struct exs_conn {
 	bool fin_rcvd, fin_posted, fin_done, reset, aborting;
 	bool wr_shut, rd_shut, rd_shut_acked; /* exs_shutdown() started */
 	bool peer_rd_shut; /* the peer's SHUT_RD: our sends fail with EPIPE */
+	bool probing; /* a PING is out: the peer must answer by probe_deadline_ms */
+	uint64_t probe_deadline_ms;
 	uint64_t bytes_sent, bytes_rcvd, sends, recvs, errors; /* for exsctl */
 };
 struct exs_sock;
@@ -160,6 +163,8 @@ int exs_conn_recv(struct exs_sock *s, struct exs_op *tmpl);
 void exs_conn_progress(struct exs_sock *s);
 int exs_conn_post_fin(struct exs_sock *s);
 int exs_conn_shut_rd(struct exs_sock *s);
+void exs_conn_probe(struct exs_sock *s);
+void exs_conn_probe_tick(struct exs_sock *s, uint64_t now_ms);
 void exs_conn_abort(struct exs_sock *s);
 void exs_conn_fail_all(struct exs_sock *s, int err);
 bool exs_conn_sends_idle(const struct exs_conn *c);
@@ -240,7 +245,7 @@ int exs_progress_start(void);
 void exs_progress_poll(void);
 void exs_progress_wake(void);
 uint64_t exs_now_ms(void);
-void exs_sock_close_tick(uint64_t now_ms);
+void exs_sock_tick(uint64_t now_ms);
 int exs_progress_add_fd(int fd, void *tag);
 void exs_progress_del_fd(int fd);
 
@@ -268,6 +273,7 @@ struct exs_global {
 	bool inited;
 	int epfd, wakefd;
 	unsigned nclosing; /* sockets in EXS_S_CLOSING: the progress thread ticks */
+	unsigned nprobing; /* connections waiting for a PONG: it ticks too */
 	struct exs_conn *conns;
 	pthread_t thread;
 	int ctl_fd;

@@ -84,6 +84,12 @@ void exs_progress_poll(void)
 	pthread_mutex_unlock(&exs_g.lock);
 }
 
+static bool ticking(void)
+{
+	return __atomic_load_n(&exs_g.nclosing, __ATOMIC_RELAXED) ||
+	       __atomic_load_n(&exs_g.nprobing, __ATOMIC_RELAXED);
+}
+
 static void *progress_main(void *arg)
 {
 	struct epoll_event ev[16];
@@ -92,8 +98,8 @@ static void *progress_main(void *arg)
 
 	(void)arg;
 	for (;;) {
-		/* tick while sockets close, so that no close waits forever */
-		n = epoll_wait(exs_g.epfd, ev, 16, __atomic_load_n(&exs_g.nclosing, __ATOMIC_RELAXED) ? 100 : -1);
+		/* tick while sockets close or probe their peer: no deadline is missed */
+		n = epoll_wait(exs_g.epfd, ev, 16, ticking() ? 100 : -1);
 		for (i = 0; i < n; i++) {
 			if (ev[i].data.u64 & (1ull << 63))
 				exs_ctl_input((int)(uint32_t)ev[i].data.u64);
@@ -103,9 +109,9 @@ static void *progress_main(void *arg)
 			} else if (ev[i].data.ptr)
 				dev_input(ev[i].data.ptr);
 		}
-		if (__atomic_load_n(&exs_g.nclosing, __ATOMIC_RELAXED)) {
+		if (ticking()) {
 			pthread_mutex_lock(&exs_g.lock);
-			exs_sock_close_tick(exs_now_ms());
+			exs_sock_tick(exs_now_ms());
 			pthread_mutex_unlock(&exs_g.lock);
 		}
 	}

@@ -301,6 +301,8 @@ int exs_sock_accept(struct exs_sock *s, struct exs_accept_slot *slots, int n)
 
 	if (s->state != EXS_S_LISTENING)
 		return -EINVAL;
+	if (!s->known_to_exsd)
+		return -ENETDOWN; /* its exsd went away (see exs_sock_ctl_lost) */
 	if (s->acc_count + (uint32_t)n > s->acc_cap)
 		return -ENOBUFS;
 	for (i = 0; i < n; i++) {
@@ -464,9 +466,15 @@ static void on_conn_error(struct exs_sock *s, int err)
 	case EXS_S_CLOSING:
 		/* A CM disconnect only says the peer's exsd dropped the connection.
 		 * What the peer sent before it (data, FIN) is in our CQ: take it
-		 * first, so a graceful close is not mistaken for a reset. */
+		 * first, so a graceful close is not mistaken for a reset. Without
+		 * a FIN the peer may be alive and only its exsd restarted: on
+		 * RoCE/IB the QPs live in the applications, so ask the peer
+		 * itself (PING) before failing anything. An iWARP connection is
+		 * the CM endpoint's: it ended with it. */
 		exs_conn_progress(s);
-		if (s->conn)
+		if (s->conn && !s->conn->iwarp && !s->conn->fin_rcvd && !s->conn->reset)
+			exs_conn_probe(s);
+		else if (s->conn)
 			exs_sock_conn_broken(s, ECONNRESET);
 		exs_sock_maybe_finish_close(s);
 		break;
@@ -557,6 +565,21 @@ void exs_sock_ctl_lost(void)
 			connect_failed(s, ENETDOWN);
 		else if (s->state == EXS_S_ACCEPTING)
 			requeue_accept(s);
+	}
+	/* A listener lives in exsd: the accepts waiting on it end with ENETDOWN
+	 * (the next exsd knows nothing of it). Connections keep going. */
+	for (fd = 0; fd < EXS_MAX_SOCKETS; fd++) {
+		struct exs_sock *s = exs_g.socks[fd];
+
+		if (!s || s->state != EXS_S_LISTENING)
+			continue;
+		while (s->acc_count) {
+			struct exs_accept_slot *a = &s->acc[s->acc_head];
+
+			s->acc_head = (s->acc_head + 1) % s->acc_cap;
+			s->acc_count--;
+			post_simple(a->q, s->fd, EXS_EVT_ACCEPT, a->aa.exs_ahandle, ENETDOWN);
+		}
 	}
 }
 
@@ -708,8 +731,9 @@ void exs_sock_maybe_finish_close(struct exs_sock *s)
 	}
 }
 
-/* Progress thread, every tick while sockets close: nothing lingers forever. */
-void exs_sock_close_tick(uint64_t now)
+/* Progress thread, every tick while sockets close or probe: nothing lingers
+ * forever, and a peer that does not answer its PING is gone. */
+void exs_sock_tick(uint64_t now)
 {
 	struct exs_conn *c, *next;
 
@@ -718,6 +742,11 @@ void exs_sock_close_tick(uint64_t now)
 		struct exs_sock *s = c->owner;
 
 		next = c->next; /* maybe_finish_close may free c */
+		if (c->probing) {
+			exs_conn_probe_tick(s, now);
+			exs_sock_maybe_finish_close(s);
+			continue;
+		}
 		if (s->state != EXS_S_CLOSING || now < s->close_deadline_ms)
 			continue;
 		if (!s->conn->fin_posted) {

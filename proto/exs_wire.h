@@ -6,7 +6,8 @@
  *   1  (2026-11-22) setup request/response in CM private data; adverts,
  *      RDMA WRITE_WITH_IMM placement, WRITE + DONE placement, FIN, ABORT.
  *   2  (2026-11-22) ADVERT flag WAITALL and MORE (MSG_WAITALL on
- *      streams); RDSHUT and RDSHUT_ACK (exs_shutdown SHUT_RD).
+ *      streams); RDSHUT and RDSHUT_ACK (exs_shutdown SHUT_RD); PING and
+ *      PONG (is the peer alive after a CM disconnect?).
  *
  * 1. Setup, carried by exsd in rdmacm private data (all fields big-endian).
  *    The active side's exsd sends a request in rdma_connect(); the passive
@@ -47,10 +48,15 @@
  *      answers RDSHUT_ACK, after which it writes nothing more. On the ACK
  *      the shut side completes its waiting receives with what they hold
  *      (length 0: EOF). Receives started after SHUT_RD are EOFs at once.
+ *    - PING: sent when a CM disconnect arrives without a FIN (the peer's
+ *      exsd may only have restarted: on IB/RoCE the QPs belong to the
+ *      applications and still work); the peer answers PONG at once. No
+ *      PONG within 1 s (or a failed QP) means the peer is gone:
+ *      ECONNRESET. Not used on iWARP, whose connection is the CM's.
  *    Credits: both sides use the negotiated `credits` C for both
  *    directions. Each side keeps 2C + EXS_WIRE_SPARE receives posted
  *    (at most one unanswered advert or MORE per peer receive, one IMM/DONE
- *    per own advert, and FIN, ABORT, RDSHUT, RDSHUT_ACK).
+ *    per own advert, and FIN, ABORT, RDSHUT, RDSHUT_ACK, PING, PONG).
  */
 #ifndef EXS_WIRE_H
 #define EXS_WIRE_H
@@ -59,7 +65,7 @@
 
 #define EXS_WIRE_VERSION 2
 #define EXS_WIRE_MAGIC 0x4558 /* "EX" */
-#define EXS_WIRE_SPARE 4
+#define EXS_WIRE_SPARE 6
 
 /* 1. setup (CM private data) */
 struct exs_wire_setup {
@@ -88,6 +94,8 @@ enum exs_wire_type {
 	EXS_WIRE_RDSHUT = 5,
 	EXS_WIRE_RDSHUT_ACK = 6,
 	EXS_WIRE_MORE = 7,
+	EXS_WIRE_PING = 8,
+	EXS_WIRE_PONG = 9,
 };
 #define EXS_WIRE_ADV_WAITALL 0x1 /* exs_wire_msg.flags of an ADVERT */
 

@@ -149,6 +149,8 @@ int main(int argc, char **argv)
 			usleep(200000);
 		}
 	}
+	printf("exs_xfer: connected\n");
+	fflush(stdout);
 	if (!unreg) {
 		smh = exs_mregister(sbuf, max, EXS_MRF_RECV_DISABLE);
 		rmh = exs_mregister(rbuf, max, 0);

@@ -14,8 +14,9 @@ fail() { FAIL=$((FAIL + 1)); echo "FAIL $*"; }
 start_exsd() {
 	"$B/exsd" -d >"$LOGS/exsd-$1.log" 2>&1 &
 	EXSD_PID=$!
+	# its log line, not the socket file: a killed exsd leaves that behind
 	for _ in $(seq 100); do
-		[ -S /run/exs/exsd.sock ] && return 0
+		grep -q "serving on" "$LOGS/exsd-$1.log" 2>/dev/null && return 0
 		sleep 0.1
 	done
 	echo "exsd did not start:"; cat "$LOGS/exsd-$1.log"

@@ -12,10 +12,30 @@ if [ "$role" = b ]; then
 	r=$!
 	timeout 400 "$B/tests/exs_xfer" server "$EXS_VM_SIW_IP" 7472 -n 1000 -M 1048576 -s 22 >$LOGS/siw.server 2>&1 &
 	s=$!
+	# exsd restart: a's exsd sees the CM disconnect; a's libexs must ask
+	# this side in-band (PING/PONG) and keep the RoCE connection
+	timeout 400 "$B/tests/exs_xfer" server "$EXS_VM_RXE_IP" 7473 -n 8000 -M 65536 -t stream -s 23 >$LOGS/restart.server 2>&1 &
+	x=$!
 	wait $r && pass "server on $EXS_VM_RXE_DEV ($(transport_of "$EXS_VM_RXE_DEV"))" || fail "server on rxe"
 	sed 's/^/    /' $LOGS/rxe.server
 	wait $s && pass "server on $EXS_VM_SIW_DEV ($(transport_of "$EXS_VM_SIW_DEV"))" || fail "server on siw"
 	sed 's/^/    /' $LOGS/siw.server
+	if wait_for $LOGS/restart.server connected 300; then
+		sleep 0.5
+		kill -0 $x 2>/dev/null || fail "b: the restart transfer ended before exsd was killed"
+		kill -9 "$EXSD_PID"
+		wait "$EXSD_PID" 2>/dev/null
+		sleep 0.5
+		start_exsd b-restarted || { fail "exsd restart on b"; summary; exit 1; }
+		timeout 100 "$B/tests/exs_xfer" server "$EXS_VM_RXE_IP" 7474 -n 20 >$LOGS/after.server 2>&1 &
+		y=$!
+		wait $x && pass "b: rxe stream intact across b's exsd restart (SIGKILL)" || fail "b: stream across the restart"
+		wait $y && pass "b: a new connection after the restart" || fail "b: no connection after the restart"
+		sed 's/^/    /' $LOGS/restart.server $LOGS/after.server
+	else
+		fail "b: the restart transfer never connected"
+		kill $x 2>/dev/null
+	fi
 	sleep 1
 	stop_exsd "$role"
 	[ $FAIL != 0 ] && tail -n 30 $LOGS/exsd-b.log
@@ -40,6 +60,20 @@ for t in rxe siw; do
 	fi
 	echo "$out" | sed 's/^/    /'
 done
+# b kills and restarts its exsd during this transfer (see above)
+if timeout 400 "$B/tests/exs_xfer" client "$EXS_VM_RXE_PEER" 7473 -n 8000 -M 65536 -t stream -s 23 -r 90 >$LOGS/restart.client 2>&1; then
+	pass "two hosts: rxe stream intact while b's exsd was killed and restarted"
+else
+	fail "two hosts: rxe stream across b's exsd restart"
+fi
+sed 's/^/    /' $LOGS/restart.client
+grep -E "disconnect|DISCONNECT" $LOGS/exsd-a.log | tail -n 3 | sed 's/^/    a: /'
+if timeout 100 "$B/tests/exs_xfer" client "$EXS_VM_RXE_PEER" 7474 -n 20 -r 60 >$LOGS/after.client 2>&1; then
+	pass "two hosts: a new connection to b after its exsd restarted"
+else
+	fail "two hosts: no new connection after b's restart"
+fi
+sed 's/^/    /' $LOGS/after.client
 stop_exsd "$role"
 [ $FAIL != 0 ] && tail -n 30 $LOGS/exsd-a.log
 summary
