@@ -342,8 +342,7 @@ int cm_connect(struct client *c, ExsCtl__Connect *m)
 	}
 	memcpy(&dst, m->addr.data, m->addr.len);
 	e->type = m->type == SOCK_STREAM ? SOCK_STREAM : SOCK_SEQPACKET;
-	e->offer.credits = m->setup->credits;
-	e->offer.sp_max = m->setup->sp_max;
+	setup_from_msg(&e->offer, m->setup);
 	arm_timer(e, m->timeout_ms ? m->timeout_ms : exsd.conf.connect_timeout_ms);
 	if (rdma_resolve_addr(e->id, NULL, (struct sockaddr *)&dst, EXSD_RESOLVE_MS)) {
 		ret = -errno;
@@ -363,8 +362,7 @@ static void send_established(struct ep *e)
 
 	ctl_msg_init(&m);
 	es.sock = e->sock;
-	su.credits = e->agreed.credits;
-	su.sp_max = e->agreed.sp_max;
+	setup_to_msg(&su, &e->agreed);
 	es.setup = &su;
 	fill_addr(&es.peer_addr, rdma_get_peer_addr(e->id));
 	fill_addr(&es.local_addr, rdma_get_local_addr(e->id));
@@ -407,10 +405,9 @@ int cm_qp_ready(struct client *c, ExsCtl__QpReady *m)
 			cm_reject(c, &(ExsCtl__Reject){ .conn = m->conn, .err = ECONNREFUSED });
 			return -EPERM;
 		}
-		mine.credits = m->setup->credits;
-		mine.sp_max = m->setup->sp_max;
+		setup_from_msg(&mine, m->setup);
 		setup_agree(&e->offer, &mine, &e->agreed);
-		setup_encode(&w, EXS_WIRE_SETUP_RESPONSE, e->agreed.credits, e->agreed.sp_max);
+		setup_encode(&w, EXS_WIRE_SETUP_RESPONSE, &e->agreed);
 		e->sock = m->sock;
 		e->has_sock = true;
 		if (e->listener && e->listener->pending)
@@ -433,7 +430,7 @@ int cm_qp_ready(struct client *c, ExsCtl__QpReady *m)
 			ep_free(e);
 			return 0;
 		}
-		setup_encode(&w, EXS_WIRE_SETUP_REQUEST, e->offer.credits, e->offer.sp_max);
+		setup_encode(&w, EXS_WIRE_SETUP_REQUEST, &e->offer);
 		if (rdma_connect(e->id, &p)) {
 			ep_fail(e, errno);
 			ep_free(e);
@@ -536,7 +533,7 @@ static void on_connect_response(struct ep *e, struct rdma_cm_event *ev)
 
 	ret = setup_decode(ev->param.conn.private_data, ev->param.conn.private_data_len,
 			   EXS_WIRE_SETUP_RESPONSE, &resp);
-	if (!ret && (resp.credits > e->offer.credits || resp.sp_max > e->offer.sp_max))
+	if (!ret && !setup_within(&resp, &e->offer))
 		ret = -EPROTO;
 	if (!ret)
 		ret = qp_attr(e->id, IBV_QPS_RTR, &a[0], gid[0]);
@@ -572,7 +569,7 @@ static void on_established(struct ep *e, struct rdma_cm_event *ev)
 	/* active iWARP: no CONNECT_RESPONSE; the answer comes with this event */
 	ret = setup_decode(ev->param.conn.private_data, ev->param.conn.private_data_len,
 			   EXS_WIRE_SETUP_RESPONSE, &resp);
-	if (!ret && (resp.credits > e->offer.credits || resp.sp_max > e->offer.sp_max))
+	if (!ret && !setup_within(&resp, &e->offer))
 		ret = -EPROTO;
 	if (ret) {
 		ep_fail(e, -ret);
@@ -640,8 +637,7 @@ static void on_request(struct ep *l, struct rdma_cm_event *ev)
 	cr.iwarp = e->iwarp;
 	cr.n_attrs = (size_t)n;
 	cr.attrs = ap;
-	su.credits = req.credits;
-	su.sp_max = req.sp_max;
+	setup_to_msg(&su, &req);
 	cr.peer_setup = &su;
 	fill_addr(&cr.peer_addr, rdma_get_peer_addr(id));
 	fill_addr(&cr.local_addr, rdma_get_local_addr(id));

@@ -175,7 +175,10 @@ int qp_owner(uint32_t dev_index, uint32_t port, uint32_t qpn, pid_t *pid);
 int qp_check_owner(struct client *c, uint32_t sock, struct rdma_cm_id *id, uint32_t qpn);
 
 /* negotiate.c */
-void setup_encode(struct exs_wire_setup *w, uint8_t kind, uint32_t credits, uint32_t sp_max);
+void setup_encode(struct exs_wire_setup *w, uint8_t kind, const struct exs_wire_setup *v);
+void setup_from_msg(struct exs_wire_setup *w, const ExsCtl__Setup *m);
+void setup_to_msg(ExsCtl__Setup *m, const struct exs_wire_setup *w);
+bool setup_within(const struct exs_wire_setup *resp, const struct exs_wire_setup *offer);
 int setup_decode(const void *pd, size_t len, uint8_t kind, struct exs_wire_setup *ret);
 void setup_agree(const struct exs_wire_setup *a, const struct exs_wire_setup *b,
 		 struct exs_wire_setup *ret);

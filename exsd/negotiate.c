@@ -9,14 +9,38 @@
 
 #include "exsd.h"
 
-void setup_encode(struct exs_wire_setup *w, uint8_t kind, uint32_t credits, uint32_t sp_max)
+/* v in host order -> w as it goes on the wire */
+void setup_encode(struct exs_wire_setup *w, uint8_t kind, const struct exs_wire_setup *v)
 {
 	memset(w, 0, sizeof(*w));
 	w->magic = htons(EXS_WIRE_MAGIC);
 	w->version = EXS_WIRE_VERSION;
 	w->kind = kind;
-	w->credits = htonl(credits);
-	w->sp_max = htonl(sp_max);
+	w->credits = htonl(v->credits);
+	w->sp_max = htonl(v->sp_max);
+	w->stream_buf = htonl(v->stream_buf);
+}
+
+void setup_from_msg(struct exs_wire_setup *w, const ExsCtl__Setup *m)
+{
+	memset(w, 0, sizeof(*w));
+	w->credits = m->credits;
+	w->sp_max = m->sp_max;
+	w->stream_buf = m->stream_buf;
+}
+
+void setup_to_msg(ExsCtl__Setup *m, const struct exs_wire_setup *w)
+{
+	m->credits = w->credits;
+	m->sp_max = w->sp_max;
+	m->stream_buf = w->stream_buf;
+}
+
+/* A response may only lower what was offered. */
+bool setup_within(const struct exs_wire_setup *resp, const struct exs_wire_setup *offer)
+{
+	return resp->credits <= offer->credits && resp->sp_max <= offer->sp_max &&
+	       resp->stream_buf <= offer->stream_buf;
 }
 
 /* Decode into host order. -EPROTO: not EXS; -EPROTONOSUPPORT: other version. */
@@ -36,6 +60,7 @@ int setup_decode(const void *pd, size_t len, uint8_t kind, struct exs_wire_setup
 	w.magic = EXS_WIRE_MAGIC;
 	w.credits = ntohl(w.credits);
 	w.sp_max = ntohl(w.sp_max);
+	w.stream_buf = ntohl(w.stream_buf);
 	if (w.credits == 0 || w.credits > EXSD_MAX_CREDITS)
 		return -EPROTO;
 	*ret = w;
@@ -48,6 +73,7 @@ void setup_agree(const struct exs_wire_setup *a, const struct exs_wire_setup *b,
 	*ret = *a;
 	ret->credits = a->credits < b->credits ? a->credits : b->credits;
 	ret->sp_max = a->sp_max < b->sp_max ? a->sp_max : b->sp_max;
+	ret->stream_buf = a->stream_buf < b->stream_buf ? a->stream_buf : b->stream_buf;
 }
 
 void reject_encode(struct exs_wire_reject *r, int err)

@@ -197,7 +197,7 @@ struct exs_sock {
 	uint32_t id; /* what exsd calls it: fd | generation << 16 */
 	enum exs_sock_state state;
 	int domain, type;
-	uint32_t cfg_credits, cfg_sp_max;
+	uint32_t cfg_credits, cfg_sp_max, cfg_stream_buf;
 	bool known_to_exsd;
 	struct sockaddr_storage local, peer;
 	socklen_t local_len, peer_len;

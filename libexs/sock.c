@@ -63,6 +63,7 @@ struct exs_sock *exs_sock_alloc(int domain, int type)
 	s->type = type;
 	s->cfg_credits = exs_g.defaults.credits;
 	s->cfg_sp_max = exs_g.defaults.sp_max;
+	s->cfg_stream_buf = exs_g.defaults.stream_buffer;
 	s->listener_fd = -1;
 	exs_g.socks[fd] = s;
 	return s;
@@ -127,6 +128,14 @@ static void post_simple(struct exs_queue *q, int fd, int type, exs_ahandle_t ah,
 	ev.exs_evt_ahandle = ah;
 	ev.exs_evt_type = type;
 	exs_queue_post(q, &ev);
+}
+
+/* What this socket offers in the setup negotiation (guide §6.2). */
+static void offer(const struct exs_sock *s, ExsCtl__Setup *su)
+{
+	su->credits = s->cfg_credits;
+	su->sp_max = s->cfg_sp_max;
+	su->stream_buf = s->cfg_stream_buf;
 }
 
 /* ---- listening and accepting */
@@ -239,8 +248,7 @@ static int send_qp_ready(struct exs_sock *s, uint32_t conn, bool with_setup)
 	q.qpn = s->conn->qp->qp_num;
 	q.conn = conn;
 	if (with_setup) {
-		su.credits = s->cfg_credits;
-		su.sp_max = s->cfg_sp_max;
+		offer(s, &su);
 		q.setup = &su;
 	}
 	m.body_case = EXS_CTL__MSG__BODY_QP_READY;
@@ -271,6 +279,7 @@ static void try_accept(struct exs_sock *ls)
 			ns->accepted_by = slot;
 			ns->cfg_credits = ls->cfg_credits;
 			ns->cfg_sp_max = ls->cfg_sp_max;
+			ns->cfg_stream_buf = ls->cfg_stream_buf;
 			ns->known_to_exsd = true;
 			copy_addr(&ns->peer, &ns->peer_len, &rq->peer_addr);
 			copy_addr(&ns->local, &ns->local_len, &rq->local_addr);
@@ -361,8 +370,7 @@ int exs_sock_connect(struct exs_sock *s, const struct sockaddr *a, socklen_t len
 	c.addr.data = (uint8_t *)a;
 	c.addr.len = len;
 	c.type = (uint32_t)s->type;
-	su.credits = s->cfg_credits;
-	su.sp_max = s->cfg_sp_max;
+	offer(s, &su);
 	c.setup = &su;
 	if (tmo)
 		c.timeout_ms = (uint32_t)(tmo->tv_sec * 1000 + tmo->tv_usec / 1000) ?: 1;

@@ -5,7 +5,7 @@
  * Version history (EXS_WIRE_VERSION):
  *   1  (2026-11-22) setup request/response in CM private data; adverts,
  *      RDMA WRITE_WITH_IMM placement, WRITE + DONE placement, FIN, ABORT.
- *   2  (2026-11-22) ADVERT flag WAITALL and MORE (MSG_WAITALL on
+ *   2  (2026-11-22) setup field stream_buf; ADVERT flag WAITALL and MORE (MSG_WAITALL on
  *      streams); RDSHUT and RDSHUT_ACK (exs_shutdown SHUT_RD); PING and
  *      PONG (is the peer alive after a CM disconnect?).
  *
@@ -74,7 +74,8 @@ struct exs_wire_setup {
 	uint8_t kind; /* EXS_WIRE_SETUP_REQUEST / _RESPONSE */
 	uint32_t credits;
 	uint32_t sp_max;
-	uint32_t reserved[3];
+	uint32_t stream_buf; /* stream receive buffer each side offers (§7.6); 0: none */
+	uint32_t reserved[2];
 };
 enum { EXS_WIRE_SETUP_REQUEST = 1, EXS_WIRE_SETUP_RESPONSE = 2, EXS_WIRE_SETUP_REJECT = 3 };
 

@@ -8,15 +8,21 @@
 
 START_TEST(round_trip_and_minimum)
 {
-	struct exs_wire_setup w, a, b = { .credits = 8, .sp_max = 512 }, agreed;
+	struct exs_wire_setup w, a, b = { .credits = 8, .sp_max = 512, .stream_buf = 65536 }, agreed;
 
-	setup_encode(&w, EXS_WIRE_SETUP_REQUEST, 32, 100);
+	setup_encode(&w, EXS_WIRE_SETUP_REQUEST,
+		     &(struct exs_wire_setup){ .credits = 32, .sp_max = 100, .stream_buf = 1 << 20 });
 	ck_assert_int_eq(setup_decode(&w, sizeof(w), EXS_WIRE_SETUP_REQUEST, &a), 0);
 	ck_assert_uint_eq(a.credits, 32);
 	ck_assert_uint_eq(a.sp_max, 100);
+	ck_assert_uint_eq(a.stream_buf, 1 << 20);
 	setup_agree(&a, &b, &agreed);
 	ck_assert_uint_eq(agreed.credits, 8);
 	ck_assert_uint_eq(agreed.sp_max, 100);
+	ck_assert_uint_eq(agreed.stream_buf, 65536);
+	/* a response may only lower each value */
+	ck_assert(setup_within(&agreed, &a));
+	ck_assert(!setup_within(&a, &agreed));
 	/* CM private data arrives zero-padded to the transport's size */
 	uint8_t pad[56] = { 0 };
 	memcpy(pad, &w, sizeof(w));
@@ -28,15 +34,16 @@ START_TEST(refusals)
 {
 	struct exs_wire_setup w, out;
 
-	setup_encode(&w, EXS_WIRE_SETUP_REQUEST, 32, 0);
+	setup_encode(&w, EXS_WIRE_SETUP_REQUEST, &(struct exs_wire_setup){ .credits = 32 });
 	ck_assert_int_eq(setup_decode(NULL, 0, EXS_WIRE_SETUP_REQUEST, &out), -EPROTO);
 	ck_assert_int_eq(setup_decode(&w, sizeof(w) - 1, EXS_WIRE_SETUP_REQUEST, &out), -EPROTO);
 	ck_assert_int_eq(setup_decode(&w, sizeof(w), EXS_WIRE_SETUP_RESPONSE, &out), -EPROTO);
 	w.version = EXS_WIRE_VERSION + 1;
 	ck_assert_int_eq(setup_decode(&w, sizeof(w), EXS_WIRE_SETUP_REQUEST, &out), -EPROTONOSUPPORT);
-	setup_encode(&w, EXS_WIRE_SETUP_REQUEST, 0, 0);
+	setup_encode(&w, EXS_WIRE_SETUP_REQUEST, &(struct exs_wire_setup){ .credits = 0 });
 	ck_assert_int_eq(setup_decode(&w, sizeof(w), EXS_WIRE_SETUP_REQUEST, &out), -EPROTO);
-	setup_encode(&w, EXS_WIRE_SETUP_REQUEST, EXSD_MAX_CREDITS + 1, 0);
+	setup_encode(&w, EXS_WIRE_SETUP_REQUEST,
+		     &(struct exs_wire_setup){ .credits = EXSD_MAX_CREDITS + 1 });
 	ck_assert_int_eq(setup_decode(&w, sizeof(w), EXS_WIRE_SETUP_REQUEST, &out), -EPROTO);
 	w.magic = 0;
 	ck_assert_int_eq(setup_decode(&w, sizeof(w), EXS_WIRE_SETUP_REQUEST, &out), -EPROTO);
