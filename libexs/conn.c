@@ -45,13 +45,14 @@ int exs_conn_create(struct exs_sock *s, const char *devname, bool iwarp, uint32_
 	c->msg = calloc(c->nrecv + c->nsend, sizeof(*c->msg));
 	c->ctl_free = calloc(c->nsend, sizeof(uint32_t));
 	c->ctl_op = calloc(c->nsend, sizeof(int32_t));
+	c->held = calloc(c->nsend, sizeof(uint32_t));
 	c->rop = calloc(credits, sizeof(*c->rop));
 	c->rfree = calloc(credits, sizeof(uint32_t));
 	c->sop = calloc(credits, sizeof(*c->sop));
 	c->sfree = calloc(credits, sizeof(uint32_t));
 	c->sfifo = calloc(credits, sizeof(uint32_t));
 	c->ads = calloc(credits, sizeof(*c->ads));
-	if (!c->msg || !c->ctl_free || !c->ctl_op || !c->rop || !c->rfree || !c->sop ||
+	if (!c->msg || !c->ctl_free || !c->ctl_op || !c->held || !c->rop || !c->rfree || !c->sop ||
 	    !c->sfree || !c->sfifo || !c->ads)
 		goto fail;
 	for (i = 0; i < c->nsend; i++)
@@ -126,6 +127,7 @@ void exs_conn_destroy(struct exs_conn *c)
 	free(c->msg);
 	free(c->ctl_free);
 	free(c->ctl_op);
+	free(c->held);
 	free(c->rop);
 	free(c->rfree);
 	free(c->sop);
@@ -173,13 +175,29 @@ int exs_conn_modify(struct exs_conn *c, const ExsCtl__QpAttr *a)
 	return 0;
 }
 
+/* SEND the control message in send slot i. */
+static int post_slot(struct exs_conn *c, uint32_t i)
+{
+	struct exs_wire_msg *m = &c->msg[ctl_slot_msg(c, i)];
+	struct ibv_sge sge;
+	struct ibv_send_wr wr, *bad;
+
+	sge = (struct ibv_sge){ .addr = (uintptr_t)m, .length = sizeof(*m), .lkey = c->msg_mr->lkey };
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = WR_ID(WR_CTL, i);
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	return -ibv_post_send(c->qp, &wr, &bad);
+}
+
 /* SEND one control message built from `t`; `op` is the send operation its
- * completion finishes, or -1. */
+ * completion finishes, or -1. Before the peer's HELLO (passive iWARP) it
+ * waits in its slot and goes out, in order, when HELLO arrives. */
 static int post_ctl(struct exs_conn *c, struct exs_wire_msg t, int32_t op)
 {
 	struct exs_wire_msg *m;
-	struct ibv_sge sge;
-	struct ibv_send_wr wr, *bad;
 	uint32_t i;
 	int ret;
 
@@ -190,24 +208,39 @@ static int post_ctl(struct exs_conn *c, struct exs_wire_msg t, int32_t op)
 	*m = t;
 	m->version = EXS_WIRE_VERSION;
 	c->ctl_op[i] = op;
-	sge = (struct ibv_sge){ .addr = (uintptr_t)m, .length = sizeof(*m), .lkey = c->msg_mr->lkey };
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = WR_ID(WR_CTL, i);
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = IBV_WR_SEND;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	ret = ibv_post_send(c->qp, &wr, &bad);
-	if (ret) {
-		c->ctl_free[c->nctl_free++] = i;
-		return -ret;
+	if (c->await_hello) {
+		c->held[c->nheld++] = i;
+		return 0;
 	}
-	return 0;
+	ret = post_slot(c, i);
+	if (ret)
+		c->ctl_free[c->nctl_free++] = i;
+	return ret;
 }
 
 static int post_ctl_type(struct exs_conn *c, uint8_t type)
 {
 	return post_ctl(c, (struct exs_wire_msg){ .type = type }, -1);
+}
+
+/* Active iWARP, once established: the first message, before any other. */
+int exs_conn_hello(struct exs_conn *c)
+{
+	return post_ctl_type(c, EXS_WIRE_HELLO);
+}
+
+/* Passive iWARP: the peer's HELLO came; what waited for it goes now. */
+static int on_hello(struct exs_conn *c)
+{
+	uint32_t i;
+	int ret;
+
+	c->await_hello = false;
+	for (i = 0; i < c->nheld; i++)
+		if ((ret = post_slot(c, c->held[i])))
+			return ret;
+	c->nheld = 0;
+	return 0;
 }
 
 void exs_op_complete(struct exs_sock *s, struct exs_op *op, int err, size_t len, size_t lost)
@@ -425,7 +458,8 @@ void exs_conn_abort(struct exs_sock *s)
 
 	exs_conn_fail_all(s, ECONNABORTED);
 	c->aborting = true;
-	if (!c->reset && !c->fin_posted && !post_ctl_type(c, EXS_WIRE_ABORT))
+	/* before the peer's HELLO nothing went out: no ABORT to wait for */
+	if (!c->reset && !c->fin_posted && !c->await_hello && !post_ctl_type(c, EXS_WIRE_ABORT))
 		c->fin_posted = true;
 	else
 		c->fin_done = true;
@@ -528,7 +562,7 @@ static void on_message(struct exs_sock *s, const struct exs_wire_msg *m)
 {
 	struct exs_conn *c = s->conn;
 
-	if (m->version != EXS_WIRE_VERSION) {
+	if (m->version != EXS_WIRE_VERSION || c->await_hello != (m->type == EXS_WIRE_HELLO)) {
 		exs_sock_conn_broken(s, EPROTO);
 		return;
 	}
@@ -581,6 +615,10 @@ static void on_message(struct exs_sock *s, const struct exs_wire_msg *m)
 		break;
 	case EXS_WIRE_ABORT:
 		exs_sock_conn_broken(s, ECONNRESET);
+		break;
+	case EXS_WIRE_HELLO:
+		if (on_hello(c))
+			exs_sock_conn_broken(s, ECONNRESET);
 		break;
 	default:
 		exs_sock_conn_broken(s, EPROTO);

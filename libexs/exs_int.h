@@ -135,6 +135,10 @@ struct exs_conn {
 	uint32_t *ctl_free;
 	uint32_t nctl_free;
 	int32_t *ctl_op; /* send slot -> send op it completes, or -1 */
+	/* passive iWARP: send slots held, in order, until the peer's HELLO */
+	bool await_hello;
+	uint32_t *held;
+	uint32_t nheld;
 	/* receive operations, indexed by advert slot */
 	struct exs_op *rop;
 	uint32_t *rfree;
@@ -162,6 +166,7 @@ int exs_conn_send(struct exs_sock *s, struct exs_op *tmpl);
 int exs_conn_recv(struct exs_sock *s, struct exs_op *tmpl);
 void exs_conn_progress(struct exs_sock *s);
 int exs_conn_post_fin(struct exs_sock *s);
+int exs_conn_hello(struct exs_conn *c);
 int exs_conn_shut_rd(struct exs_sock *s);
 void exs_conn_probe(struct exs_sock *s);
 void exs_conn_probe_tick(struct exs_sock *s, uint64_t now_ms);

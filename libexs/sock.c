@@ -285,6 +285,8 @@ static void try_accept(struct exs_sock *ls)
 			copy_addr(&ns->local, &ns->local_len, &rq->local_addr);
 			ret = exs_conn_create(ns, rq->device, rq->iwarp, ns->cfg_credits);
 			if (!ret)
+				ns->conn->await_hello = rq->iwarp; /* MPA: the initiator sends first */
+			if (!ret)
 				ret = apply_attrs(ns->conn, rq->n_attrs, rq->attrs);
 			if (!ret)
 				ret = send_qp_ready(ns, rq->conn, true);
@@ -419,6 +421,12 @@ static void established(struct exs_sock *s, ExsCtl__Established *e)
 	if (e->local_addr.len)
 		copy_addr(&s->local, &s->local_len, &e->local_addr);
 	if (s->state == EXS_S_CONNECTING) {
+		/* iWARP: the passive side waits for this before it sends */
+		if (s->conn->iwarp && exs_conn_hello(s->conn)) {
+			tell_exsd_close(s);
+			connect_failed(s, ECONNRESET);
+			return;
+		}
 		set_state(s, EXS_S_CONNECTED);
 		post_simple(s->op_q, s->fd, EXS_EVT_CONNECT, s->op_ah, 0);
 		s->op_q = NULL;

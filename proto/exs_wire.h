@@ -5,9 +5,10 @@
  * Version history (EXS_WIRE_VERSION):
  *   1  (2026-11-22) setup request/response in CM private data; adverts,
  *      RDMA WRITE_WITH_IMM placement, WRITE + DONE placement, FIN, ABORT.
- *   2  (2026-11-22) setup field stream_buf; ADVERT flag WAITALL and MORE (MSG_WAITALL on
- *      streams); RDSHUT and RDSHUT_ACK (exs_shutdown SHUT_RD); PING and
- *      PONG (is the peer alive after a CM disconnect?).
+ *   2  (2026-11-22) setup field stream_buf; ADVERT flag WAITALL and
+ *      MORE (MSG_WAITALL on streams); RDSHUT and RDSHUT_ACK (exs_shutdown
+ *      SHUT_RD); PING and PONG (is the peer alive after a CM
+ *      disconnect?); HELLO (on iWARP the active side sends first, MPA).
  *
  * 1. Setup, carried by exsd in rdmacm private data (all fields big-endian).
  *    The active side's exsd sends a request in rdma_connect(); the passive
@@ -43,6 +44,12 @@
  *      receiver completes every later receive with length 0, errno 0.
  *    - ABORT: exs_close with EXS_DONTLINGER; the receiver fails all pending
  *      and future operations with ECONNRESET.
+ *    - HELLO (iWARP only): the active side's first message, sent as soon
+ *      as its connection is established. The passive side sends nothing
+ *      (its ADVERTs, FIN, ABORT, RDSHUT wait) until HELLO has arrived: MPA
+ *      lets the responder send FPDUs only after the initiator's first
+ *      one, and an FPDU that reaches the initiator before its MPA reply is
+ *      processed fails the connection there (siw: CONNECT_ERROR EINVAL).
  *    - RDSHUT: exs_shutdown(SHUT_RD); the receiver of it drops the adverts
  *      it holds, fails its unplaced and future sends with EPIPE and
  *      answers RDSHUT_ACK, after which it writes nothing more. On the ACK
@@ -56,7 +63,7 @@
  *    Credits: both sides use the negotiated `credits` C for both
  *    directions. Each side keeps 2C + EXS_WIRE_SPARE receives posted
  *    (at most one unanswered advert or MORE per peer receive, one IMM/DONE
- *    per own advert, and FIN, ABORT, RDSHUT, RDSHUT_ACK, PING, PONG).
+ *    per own advert, and HELLO, FIN, ABORT, RDSHUT, RDSHUT_ACK, PING, PONG).
  */
 #ifndef EXS_WIRE_H
 #define EXS_WIRE_H
@@ -65,7 +72,7 @@
 
 #define EXS_WIRE_VERSION 2
 #define EXS_WIRE_MAGIC 0x4558 /* "EX" */
-#define EXS_WIRE_SPARE 6
+#define EXS_WIRE_SPARE 7
 
 /* 1. setup (CM private data) */
 struct exs_wire_setup {
@@ -97,6 +104,7 @@ enum exs_wire_type {
 	EXS_WIRE_MORE = 7,
 	EXS_WIRE_PING = 8,
 	EXS_WIRE_PONG = 9,
+	EXS_WIRE_HELLO = 10,
 };
 #define EXS_WIRE_ADV_WAITALL 0x1 /* exs_wire_msg.flags of an ADVERT */
 
