@@ -39,13 +39,6 @@
 #define EXS_LINGER_MS 30000 /* a closing socket's sends may wait this long for adverts */
 #define EXS_FIN_MS 5000     /* then its FIN (or ABORT) this long for its completion */
 #define EXS_PROBE_MS 1000   /* the peer has this long to answer an in-band PING */
-/* With connections open, the progress thread polls every CQ after this
- * long without events. Completions normally arrive by CQ notification;
- * once, on siw under heavy load (CI with other guests running), a send and
- * its receive completed only when later traffic polled the CQ: 10 s late.
- * Not reproduced in 12 runs since; the sweep turns any such lost
- * notification into a delay of at most this long, at ~10 wakeups/s. */
-#define EXS_SWEEP_MS 100
 
 static inline int exs_err(int e)
 {

@@ -98,14 +98,8 @@ static void *progress_main(void *arg)
 
 	(void)arg;
 	for (;;) {
-		/* Tick while sockets close or probe their peer, so no deadline
-		 * is missed, and while connections exist: a pass over their CQs
-		 * every EXS_SWEEP_MS bounds what a lost CQ notification costs
-		 * (see the note at EXS_SWEEP_MS). */
-		n = epoll_wait(exs_g.epfd, ev, 16,
-			       ticking() ? 100 : __atomic_load_n(&exs_g.conns, __ATOMIC_RELAXED) ? EXS_SWEEP_MS : -1);
-		if (n == 0)
-			exs_progress_poll();
+		/* tick while sockets close or probe their peer: no deadline is missed */
+		n = epoll_wait(exs_g.epfd, ev, 16, ticking() ? 100 : -1);
 		for (i = 0; i < n; i++) {
 			if (ev[i].data.u64 & (1ull << 63))
 				exs_ctl_input((int)(uint32_t)ev[i].data.u64);
