@@ -304,7 +304,11 @@ int cm_listen(struct client *c, uint32_t seq, ExsCtl__Listen *l)
 		return -ENOBUFS;
 	/* like somaxconn: a larger backlog is cut to the limit */
 	e->backlog = l->backlog < exsd.conf.max_pending ? l->backlog : exsd.conf.max_pending;
-	if (rdma_listen(e->id, (int)e->backlog))
+	/* exsd refuses what is beyond the socket's backlog itself, at once
+	 * and with a reason (conn_request); the kernel's queue, which may
+	 * drop a request and leave the peer to retry for seconds, gets room
+	 * for every request exsd could be holding */
+	if (rdma_listen(e->id, (int)exsd.conf.max_pending))
 		return -errno;
 	ep_set_state(e, EP_LISTENING);
 	observe_event(e, "listen", 0);
