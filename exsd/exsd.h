@@ -56,7 +56,9 @@ void config_log(const struct exsd_config *c);
 /* ports.c */
 int port_pick(uint32_t lo, uint32_t hi, uint32_t *cursor,
 	      int (*try_bind)(void *arg, uint16_t port), void *arg);
-int cap_eff_parse(FILE *f, uint64_t *ret);
+/* proc.c */
+int proc_status_parse(FILE *f, const char *key, int base, uint64_t *ret);
+int proc_status_field(pid_t pid, const char *key, int base, uint64_t *ret);
 bool proc_has_cap(pid_t pid, unsigned cap);
 
 struct client;

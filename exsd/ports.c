@@ -1,14 +1,10 @@
 /*
  * Port policy: exsd picks ephemeral ports itself, from [ports] ephemeral
  * in exs.conf, rather than leaving them to rdmacm (whose range is the
- * kernel's and cannot be configured per service); and a port below 1024
- * is for root or a client with CAP_NET_BIND_SERVICE only.
+ * kernel's and cannot be configured per service). A port below 1024 is
+ * for root or a client with CAP_NET_BIND_SERVICE only (proc_has_cap).
  */
 #include <errno.h>
-#include <inttypes.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "exsd.h"
 
@@ -35,40 +31,4 @@ int port_pick(uint32_t lo, uint32_t hi, uint32_t *cursor,
 			return ret;
 	}
 	return -EADDRNOTAVAIL;
-}
-
-/* The CapEff mask from a /proc/PID/status text. */
-int cap_eff_parse(FILE *f, uint64_t *ret)
-{
-	char line[256];
-
-	while (fgets(line, sizeof(line), f)) {
-		char *end;
-
-		if (strncmp(line, "CapEff:", 7))
-			continue;
-		errno = 0;
-		*ret = strtoull(line + 7, &end, 16);
-		if (errno || end == line + 7 || (*end && *end != '\n'))
-			return -EINVAL;
-		return 0;
-	}
-	return -ENOENT;
-}
-
-/* Whether process pid has capability cap in its effective set. */
-bool proc_has_cap(pid_t pid, unsigned cap)
-{
-	char path[64];
-	uint64_t eff = 0;
-	FILE *f;
-	int ret;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	ret = cap_eff_parse(f, &eff);
-	fclose(f);
-	return !ret && cap < 64 && (eff >> cap & 1);
 }

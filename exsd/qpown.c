@@ -230,19 +230,9 @@ int qp_owner(uint32_t dev_index, uint32_t port, uint32_t qpn, pid_t *pid)
 /* The thread group of task `pid` (a thread's pid gives its process). */
 static pid_t tgid_of(pid_t pid)
 {
-	char path[64], line[128];
-	pid_t tgid = 0;
-	FILE *f;
+	uint64_t tgid = 0;
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Tgid: %d", &tgid) == 1)
-			break;
-	fclose(f);
-	return tgid;
+	return proc_status_field(pid, "Tgid", 10, &tgid) ? 0 : (pid_t)tgid;
 }
 
 /*

@@ -583,7 +583,9 @@ void exs_sock_ctl_lost(void)
 			requeue_accept(s);
 	}
 	/* A listener lives in exsd: the accepts waiting on it end with ENETDOWN
-	 * (the next exsd knows nothing of it). Connections keep going. */
+	 * (the next exsd knows nothing of it). Connections keep going. A pass
+	 * of its own, after the one above: requeue_accept() may have given a
+	 * listener back an accept it had already handed out. */
 	for (fd = 0; fd < EXS_MAX_SOCKETS; fd++) {
 		struct exs_sock *s = exs_g.socks[fd];
 

@@ -358,14 +358,14 @@ START_TEST(capabilities)
 	FILE *f;
 
 	f = fmemopen(text, strlen(text), "r");
-	ck_assert_int_eq(cap_eff_parse(f, &eff), 0);
+	ck_assert_int_eq(proc_status_parse(f, "CapEff", 16, &eff), 0);
 	fclose(f);
 	ck_assert_uint_eq(eff, 1u << 10); /* CAP_NET_BIND_SERVICE alone */
 	f = fmemopen(bad, strlen(bad), "r");
-	ck_assert_int_eq(cap_eff_parse(f, &eff), -EINVAL);
+	ck_assert_int_eq(proc_status_parse(f, "CapEff", 16, &eff), -EINVAL);
 	fclose(f);
 	f = fmemopen(none, strlen(none), "r");
-	ck_assert_int_eq(cap_eff_parse(f, &eff), -ENOENT);
+	ck_assert_int_eq(proc_status_parse(f, "CapEff", 16, &eff), -ENOENT);
 	fclose(f);
 	ck_assert(!proc_has_cap(0, 10)); /* no /proc/0 */
 	ck_assert(!proc_has_cap(getpid(), 64));
