@@ -1,7 +1,7 @@
 /*
  * The public EXS calls (include/exs.h): argument checks, the errno each
  * failure gets, the EXS_BLOCK / EXS_CREDIT_WAIT waiting, and nothing else.
- * Socket and connection logic lives in sock.c and conn.c.
+ * Socket, set-up and connection logic lives in sock.c, broker.c and conn.c.
  */
 #include <limits.h>
 #include <stdarg.h>
@@ -46,6 +46,7 @@ int exs_init(int version)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&exs_g.cond, &ca);
 	pthread_condattr_destroy(&ca);
+	exs_g.debug = getenv("EXS_DEBUG") && *getenv("EXS_DEBUG");
 	path = getenv("EXS_SOCKET");
 	exs_g.ctl_path = path && *path ? strdup(path) : EXS_CTL_DEFAULT_SOCKET;
 	exs_queue_poll_hook = exs_progress_poll;
@@ -212,7 +213,7 @@ static struct exs_sock *sock_lock(int fd)
 	}
 	LOCK();
 	s = exs_sock_get(fd);
-	if (!s || s->state == EXS_S_ACCEPTING || s->state == EXS_S_CLOSING) {
+	if (!s || s->state == EXS_S_ACCEPTING || s->state == EXS_S_CLOSING || s->close_deferred) {
 		UNLOCK();
 		errno = EBADF;
 		return NULL;
@@ -248,7 +249,7 @@ int exs_bind(int fd, const struct sockaddr *address, socklen_t addrlen)
 		return -1;
 	ret = check_addr(s, address, addrlen);
 	if (!ret)
-		ret = exs_sock_bind(s, address, addr_len(s->domain));
+		ret = exs_broker_bind(s, address, addr_len(s->domain));
 	return ret ? fail_unlock(ret) : (UNLOCK(), 0);
 }
 
@@ -259,7 +260,7 @@ int exs_listen(int fd, int backlog)
 
 	if (!s)
 		return -1;
-	ret = exs_sock_listen(s, backlog);
+	ret = exs_broker_listen(s, backlog);
 	return ret ? fail_unlock(ret) : (UNLOCK(), 0);
 }
 
@@ -324,7 +325,7 @@ int exs_accept(int fd, struct exs_acceptaddr *vec, int count, int flags, exs_qha
 	for (i = 0; i < count; i++)
 		sl[i] = (struct exs_accept_slot){ .aa = vec[i], .q = q };
 	s = sock_lock(fd);
-	ret = s ? exs_sock_accept(s, sl, count) : -errno;
+	ret = s ? exs_broker_accept(s, sl, count) : -errno;
 	if (s)
 		UNLOCK();
 	if (sl != slots)
@@ -371,7 +372,7 @@ int exs_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, int flag
 	} else {
 		ret = check_addr(s, addr, addrlen);
 		if (!ret)
-			ret = exs_sock_connect(s, addr, addr_len(s->domain), timeout, q, ah, NULL);
+			ret = exs_broker_connect(s, addr, addr_len(s->domain), timeout, q, ah);
 		UNLOCK();
 	}
 	return block_end(pq, ret, &ev) < 0 ? -1 : 0;
@@ -394,7 +395,7 @@ int exs_close(int fd, int flags, exs_qhandle_t q, exs_ahandle_t ah)
 	if (block_begin(flags, &q, &pq))
 		return -1;
 	s = sock_lock(fd);
-	ret = s ? exs_sock_close(s, flags, q, ah, NULL) : -errno;
+	ret = s ? exs_sock_close(s, flags, q, ah) : -errno;
 	if (s)
 		UNLOCK();
 	return block_end(pq, ret, &ev) < 0 ? -1 : 0;
@@ -471,37 +472,12 @@ static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhan
 			goto out;
 		}
 	}
-	if (s->state != EXS_S_CONNECTED) {
-		ret = -ENOTCONN;
-		goto out;
-	}
-	if (mh == EXS_MHANDLE_UNREGISTERED) {
-		op.tmp_mr = ibv_reg_mr(s->conn->dev->pd, buf, len,
-				       kind == EXS_EVT_RECV ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE : 0);
-		if (!op.tmp_mr) {
-			ret = -(errno ? errno : ENOMEM);
-			goto out;
-		}
-		op.lkey = op.tmp_mr->lkey;
-		op.rkey = op.tmp_mr->rkey;
-	} else {
-		struct ibv_mr *mr = exs_mreg_mr(mh, s->conn->dev);
-
-		if (!mr) {
-			ret = -(errno ? errno : ENOMEM);
-			goto out;
-		}
+	if (mh != EXS_MHANDLE_UNREGISTERED)
 		op.mreg = mh;
-		op.lkey = mr->lkey;
-		op.rkey = mr->rkey;
-	}
-	if (q)
-		exs_queue_ref(q);
-	if (op.mreg)
-		mh->refs++; /* the op's copy in conn.c owns it: it may complete at once (EOF) */
+	op.kind = kind;
 	id = s->id; /* the fd may be closed and reused while we wait for a credit */
 	for (;;) {
-		ret = kind == EXS_EVT_SEND ? exs_conn_send(s, &op) : exs_conn_recv(s, &op);
+		ret = exs_sock_xfer(s, &op);
 		if (ret != -EBUSY || !(flags & (EXS_CREDIT_WAIT | EXS_BLOCK)))
 			break;
 		pthread_cond_wait(&exs_g.cond, &exs_g.lock);
@@ -509,14 +485,6 @@ static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhan
 			ret = -ECONNRESET;
 			break;
 		}
-	}
-	if (ret) {
-		if (q)
-			exs_queue_unref(q);
-		if (op.tmp_mr)
-			ibv_dereg_mr(op.tmp_mr);
-		if (op.mreg && mh->refs)
-			mh->refs--;
 	}
 out:
 	UNLOCK();

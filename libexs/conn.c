@@ -1,9 +1,12 @@
 /*
- * The data path of one connection (proto/exs_wire.h): adverts, credits,
- * placement by RDMA WRITE_WITH_IMM (or WRITE + DONE on iWARP), FIN and
- * ABORT, and the completions that turn into user events. Every resource is
- * sized at connection set-up from the credit count, so nothing here
- * allocates per operation. Called with exs_g.lock held.
+ * One established connection (proto/exs_wire.h): its state machine (one
+ * enum per direction and one for the link, each changed only through its
+ * setter) and its data path: adverts, credits, placement by RDMA
+ * WRITE_WITH_IMM (or WRITE + DONE on iWARP), FIN, RDSHUT and ABORT, and the
+ * completions that turn into user events. Every resource is sized at
+ * set-up from the credit count, so nothing here allocates per operation.
+ * It knows nothing of sockets: what the socket layer needs, it reads
+ * through the queries at the end. Called with exs_g.lock held.
  */
 #include <arpa/inet.h>
 #include <stdlib.h>
@@ -17,12 +20,55 @@ enum { WR_RECV = 1, WR_CTL = 2, WR_WRITE = 3 };
 #define ADV_HELD 0x8000
 #define WR_ID(kind, i) (((uint64_t)(kind) << 32) | (uint32_t)(i))
 
+static const char *const tx_names[] = {
+	[EXS_TX_OPEN] = "open",		  [EXS_TX_REFUSED] = "refused",
+	[EXS_TX_SHUTTING] = "shutting",	  [EXS_TX_FIN_SENT] = "fin-sent",
+	[EXS_TX_ABORT_SENT] = "abort-sent", [EXS_TX_DONE] = "done",
+};
+static const char *const rx_names[] = {
+	[EXS_RX_OPEN] = "open", [EXS_RX_SHUT] = "shut",
+	[EXS_RX_SHUT_DONE] = "shut-done", [EXS_RX_EOF] = "eof",
+};
+static const char *const link_names[] = {
+	[EXS_LINK_UP] = "up", [EXS_LINK_PROBING] = "probing", [EXS_LINK_RESET] = "reset",
+};
+
+static void set_tx(struct exs_conn *c, enum exs_tx_state st)
+{
+	if (EXS_DEBUG_ON() && c->tx != st)
+		exs_debug("fd %d send: %s -> %s", c->fd, tx_names[c->tx], tx_names[st]);
+	c->tx = st;
+}
+
+static void set_rx(struct exs_conn *c, enum exs_rx_state st)
+{
+	if (EXS_DEBUG_ON() && c->rx != st)
+		exs_debug("fd %d receive: %s -> %s", c->fd, rx_names[c->rx], rx_names[st]);
+	c->rx = st;
+}
+
+static void set_link(struct exs_conn *c, enum exs_link_state st)
+{
+	if (c->link == st)
+		return;
+	if (EXS_DEBUG_ON())
+		exs_debug("fd %d link: %s -> %s", c->fd, link_names[c->link], link_names[st]);
+	if (c->link == EXS_LINK_PROBING)
+		exs_g.nprobing--;
+	if (st == EXS_LINK_PROBING) {
+		exs_g.nprobing++;
+		exs_progress_wake(); /* it ticks while anyone probes */
+	}
+	c->link = st;
+}
+
 static uint32_t ctl_slot_msg(const struct exs_conn *c, uint32_t i)
 {
 	return c->nrecv + i;
 }
 
-int exs_conn_create(struct exs_sock *s, const char *devname, bool iwarp, uint32_t credits)
+int exs_conn_create(int fd, int type, const char *devname, bool iwarp, uint32_t credits,
+		    void *cq_ctx, struct exs_conn **ret_conn)
 {
 	struct exs_conn *c;
 	struct ibv_qp_init_attr qa;
@@ -32,6 +78,8 @@ int exs_conn_create(struct exs_sock *s, const char *devname, bool iwarp, uint32_
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+	c->fd = fd;
+	c->seq = type == SOCK_SEQPACKET;
 	c->dev = exs_dev_get(devname, &err);
 	if (!c->dev) {
 		free(c);
@@ -65,8 +113,8 @@ int exs_conn_create(struct exs_sock *s, const char *devname, bool iwarp, uint32_
 			       IBV_ACCESS_LOCAL_WRITE);
 	if (!c->msg_mr)
 		goto fail_errno;
-	c->cq = ibv_create_cq(c->dev->ctx, (int)(c->nrecv + c->nsend + credits + 8),
-			      (void *)(uintptr_t)s->id, c->dev->chan, 0);
+	c->cq = ibv_create_cq(c->dev->ctx, (int)(c->nrecv + c->nsend + credits + 8), cq_ctx,
+			      c->dev->chan, 0);
 	if (!c->cq)
 		goto fail_errno;
 	if (ibv_req_notify_cq(c->cq, 0))
@@ -80,19 +128,12 @@ int exs_conn_create(struct exs_sock *s, const char *devname, bool iwarp, uint32_
 	c->qp = ibv_create_qp(c->dev->pd, &qa);
 	if (!c->qp)
 		goto fail_errno;
-	c->owner = s; /* and it is on exs_g.conns */
-	c->next = exs_g.conns;
-	if (c->next)
-		c->next->prev = c;
-	exs_g.conns = c;
-	s->conn = c;
+	*ret_conn = c;
 	return 0;
 fail_errno:
 	err = errno ? errno : EIO;
 fail:
-	s->conn = c;
 	exs_conn_destroy(c);
-	s->conn = NULL;
 	return -err;
 }
 
@@ -102,16 +143,8 @@ void exs_conn_destroy(struct exs_conn *c)
 
 	if (!c)
 		return;
-	if (c->probing)
+	if (c->link == EXS_LINK_PROBING)
 		exs_g.nprobing--;
-	if (c->owner) {
-		if (c->prev)
-			c->prev->next = c->next;
-		else
-			exs_g.conns = c->next;
-		if (c->next)
-			c->next->prev = c->prev;
-	}
 	for (i = 0; i < c->alloc && c->rop && c->sop; i++) {
 		if (c->rop[i].tmp_mr)
 			ibv_dereg_mr(c->rop[i].tmp_mr);
@@ -175,12 +208,19 @@ int exs_conn_modify(struct exs_conn *c, const ExsCtl__QpAttr *a)
 	return 0;
 }
 
+/* Every send WR goes through here: on iWARP the post may transmit from the
+ * calling thread (verbs.c keeps a dead peer's SIGPIPE from this process). */
+static int post_send(struct exs_conn *c, struct ibv_send_wr *wr)
+{
+	return exs_verbs_post_send(c->qp, wr, c->iwarp);
+}
+
 /* SEND the control message in send slot i. */
 static int post_slot(struct exs_conn *c, uint32_t i)
 {
 	struct exs_wire_msg *m = &c->msg[ctl_slot_msg(c, i)];
 	struct ibv_sge sge;
-	struct ibv_send_wr wr, *bad;
+	struct ibv_send_wr wr;
 
 	sge = (struct ibv_sge){ .addr = (uintptr_t)m, .length = sizeof(*m), .lkey = c->msg_mr->lkey };
 	memset(&wr, 0, sizeof(wr));
@@ -189,7 +229,7 @@ static int post_slot(struct exs_conn *c, uint32_t i)
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_SEND;
 	wr.send_flags = IBV_SEND_SIGNALED;
-	return -ibv_post_send(c->qp, &wr, &bad);
+	return post_send(c, &wr);
 }
 
 /* SEND one control message built from `t`; `op` is the send operation its
@@ -223,10 +263,11 @@ static int post_ctl_type(struct exs_conn *c, uint8_t type)
 	return post_ctl(c, (struct exs_wire_msg){ .type = type }, -1);
 }
 
-/* Active iWARP, once established: the first message, before any other. */
-int exs_conn_hello(struct exs_conn *c)
+/* Passive iWARP: MPA lets the initiator send first, so nothing goes out
+ * before the peer's HELLO. */
+void exs_conn_await_hello(struct exs_conn *c)
 {
-	return post_ctl_type(c, EXS_WIRE_HELLO);
+	c->await_hello = true;
 }
 
 /* Passive iWARP: the peer's HELLO came; what waited for it goes now. */
@@ -243,15 +284,27 @@ static int on_hello(struct exs_conn *c)
 	return 0;
 }
 
-void exs_op_complete(struct exs_sock *s, struct exs_op *op, int err, size_t len, size_t lost)
+/* exsd says the CM exchange is over, with the negotiated credits (which
+ * never exceed what this side allocated). The active iWARP side sends its
+ * HELLO now: the passive side waits for it before it sends anything. */
+int exs_conn_establish(struct exs_conn *c, uint32_t credits)
+{
+	if (credits == 0 || credits > c->alloc)
+		return -EPROTO;
+	c->credits = credits;
+	if (c->iwarp && !c->await_hello)
+		return post_ctl_type(c, EXS_WIRE_HELLO);
+	return 0;
+}
+
+static void op_complete(struct exs_conn *c, struct exs_op *op, int err, size_t len, size_t lost)
 {
 	exs_event_t ev;
-	struct exs_conn *c = s->conn;
 	bool is_send = op->kind == EXS_EVT_SEND;
 
 	memset(&ev, 0, sizeof(ev));
 	ev.exs_evt_errno = err;
-	ev.exs_evt_socket = s->fd;
+	ev.exs_evt_socket = c->fd;
 	ev.exs_evt_ahandle = op->ah;
 	ev.exs_evt_type = op->kind;
 	ev.exs_evt_union.exs_evt_xfer.exs_evt_buffer = op->buf;
@@ -285,32 +338,73 @@ void exs_op_complete(struct exs_sock *s, struct exs_op *op, int err, size_t len,
 	pthread_cond_broadcast(&exs_g.cond);
 }
 
+void exs_conn_fail_all(struct exs_conn *c, int err)
+{
+	uint32_t i;
+
+	c->sf_count = 0;
+	c->ad_count = 0;
+	for (i = 0; i < c->alloc; i++) {
+		if (c->sop[i].kind)
+			op_complete(c, &c->sop[i], err, 0, 0);
+		if (c->rop[i].kind)
+			op_complete(c, &c->rop[i], err, 0, 0);
+	}
+}
+
+/* The connection is broken (or the peer misbehaved): flush what is posted
+ * and fail every operation with `err`. */
+void exs_conn_break(struct exs_conn *c, int err)
+{
+	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_ERR };
+
+	if (c->link == EXS_LINK_RESET)
+		return;
+	set_link(c, EXS_LINK_RESET);
+	ibv_modify_qp(c->qp, &qa, IBV_QP_STATE);
+	exs_conn_fail_all(c, err);
+}
+
+static bool sends_idle(const struct exs_conn *c)
+{
+	return c->nsfree == c->alloc;
+}
+
+/* SHUT_WR or close: the FIN goes once every started send is placed. */
+static void maybe_fin(struct exs_conn *c)
+{
+	if (c->tx != EXS_TX_SHUTTING || c->link == EXS_LINK_RESET || !sends_idle(c))
+		return;
+	if (post_ctl_type(c, EXS_WIRE_FIN))
+		exs_conn_break(c, ECONNRESET);
+	else
+		set_tx(c, EXS_TX_FIN_SENT);
+}
+
 /*
  * Pair pending sends with the peer's adverts, oldest first. SEQPACKET: one
  * send fills one advert and the rest is reported lost. STREAM: a send
  * spills over as many adverts as it needs and loses nothing.
  */
-static void match(struct exs_sock *s)
+static void match(struct exs_conn *c)
 {
-	struct exs_conn *c = s->conn;
-	bool seq = s->type == SOCK_SEQPACKET;
-
-	while (c->sf_count && c->ad_count && !c->reset && !(c->ads[c->ad_head].flags & ADV_HELD)) {
+	while (c->sf_count && c->ad_count && c->link != EXS_LINK_RESET &&
+	       !(c->ads[c->ad_head].flags & ADV_HELD)) {
 		uint32_t oi = c->sfifo[c->sf_head];
 		struct exs_op *op = &c->sop[oi];
 		struct exs_wire_msg *ad = &c->ads[c->ad_head];
 		size_t left = op->len - op->done;
 		uint32_t n = left < ad->len ? (uint32_t)left : ad->len;
-		bool last = seq || op->done + n == op->len;
+		bool last = c->seq || op->done + n == op->len;
 		/* the receiver learns the length from the IMM write's byte_len, so
 		 * a piece above max_msg_sz (several writes) goes in DONE mode */
-		bool imm = !c->iwarp && (!seq || n == op->len) && n <= c->dev->max_msg_sz;
+		bool imm = !c->iwarp && (!c->seq || n == op->len) && n <= c->dev->max_msg_sz;
 		uint32_t off = 0, chunk;
 		int ret = 0;
 
 		do {
 			struct ibv_sge sge;
-			struct ibv_send_wr wr, *bad;
+			struct ibv_send_wr wr;
 
 			chunk = n - off < c->dev->max_msg_sz ? n - off : c->dev->max_msg_sz;
 			sge = (struct ibv_sge){ .addr = (uintptr_t)op->buf + op->done + off,
@@ -328,15 +422,15 @@ static void match(struct exs_sock *s)
 			} else {
 				wr.opcode = IBV_WR_RDMA_WRITE;
 			}
-			ret = ibv_post_send(c->qp, &wr, &bad);
+			ret = post_send(c, &wr);
 			off += chunk;
 		} while (!ret && off < n);
 		if (!ret && !imm)
-			ret = -post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_DONE,
-				.slot = ad->slot, .len = n, .lost = seq ? op->len - n : 0 },
+			ret = post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_DONE,
+				.slot = ad->slot, .len = n, .lost = c->seq ? op->len - n : 0 },
 				last ? (int32_t)oi : -1);
 		op->done += n;
-		if (!seq && (ad->flags & EXS_WIRE_ADV_WAITALL) && n < ad->len) {
+		if (!c->seq && (ad->flags & EXS_WIRE_ADV_WAITALL) && n < ad->len) {
 			/* MSG_WAITALL: the advert stays first in line for what the
 			 * next send brings, so the stream keeps its order; the
 			 * peer's MORE releases it (one piece in flight per advert
@@ -353,7 +447,7 @@ static void match(struct exs_sock *s)
 			c->sf_count--;
 		}
 		if (ret) {
-			exs_sock_conn_broken(s, ECONNRESET);
+			exs_conn_break(c, ECONNRESET);
 			return;
 		}
 	}
@@ -364,270 +458,307 @@ static int credits_in_use(uint32_t alloc, uint32_t nfree)
 	return (int)(alloc - nfree);
 }
 
-int exs_conn_recv(struct exs_sock *s, struct exs_op *t)
+/* Register what the operation needs on this connection's device (op->mreg:
+ * the caller's registration, NULL for an unregistered buffer) and take the
+ * references it holds until it completes. */
+static int op_start(struct exs_conn *c, struct exs_op *op)
 {
-	struct exs_conn *c = s->conn;
+	if (!op->mreg) {
+		op->tmp_mr = ibv_reg_mr(c->dev->pd, op->buf, op->len,
+					op->kind == EXS_EVT_RECV ?
+						IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE : 0);
+		if (!op->tmp_mr)
+			return -(errno ? errno : ENOMEM);
+		op->lkey = op->tmp_mr->lkey;
+		op->rkey = op->tmp_mr->rkey;
+	} else {
+		struct ibv_mr *mr = exs_mreg_mr(op->mreg, c->dev);
+
+		if (!mr)
+			return -(errno ? errno : ENOMEM);
+		op->mreg->refs++;
+		op->lkey = mr->lkey;
+		op->rkey = mr->rkey;
+	}
+	if (op->q)
+		exs_queue_ref(op->q);
+	return 0;
+}
+
+/* Undo op_start for an operation that never started. */
+static void op_unstart(struct exs_op *op)
+{
+	if (op->q)
+		exs_queue_unref(op->q);
+	if (op->tmp_mr)
+		ibv_dereg_mr(op->tmp_mr);
+	else if (op->mreg && op->mreg->refs)
+		op->mreg->refs--;
+	memset(op, 0, sizeof(*op));
+}
+
+int exs_conn_recv(struct exs_conn *c, const struct exs_op *t)
+{
 	struct exs_op *op;
 	uint32_t slot;
 	int ret;
 
-	if (c->reset && !c->fin_rcvd)
+	if (exs_conn_reset_before_eof(c))
 		return -ECONNRESET;
 	if (credits_in_use(c->alloc, c->nrfree) >= (int)c->credits || !c->nrfree)
 		return -EBUSY;
-	slot = c->rfree[--c->nrfree];
+	slot = c->rfree[c->nrfree - 1];
 	op = &c->rop[slot];
 	*op = *t;
 	op->kind = EXS_EVT_RECV;
-	if (c->fin_rcvd || c->rd_shut) {
+	if ((ret = op_start(c, op))) {
+		memset(op, 0, sizeof(*op));
+		return ret;
+	}
+	c->nrfree--;
+	if (c->rx != EXS_RX_OPEN) {
 		/* after the peer's FIN, or our SHUT_RD, every receive is an EOF
 		 * (guide §5.2, §4.5) */
-		exs_op_complete(s, op, 0, 0, 0);
+		op_complete(c, op, 0, 0, 0);
 		return 0;
 	}
 	ret = post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_ADVERT, .slot = slot,
 			.addr = (uintptr_t)op->buf, .rkey = op->rkey, .len = (uint32_t)op->len,
-			.flags = (s->type == SOCK_STREAM && (op->flags & MSG_WAITALL)) ?
-				 EXS_WIRE_ADV_WAITALL : 0 }, -1);
+			.flags = (!c->seq && (op->flags & MSG_WAITALL)) ? EXS_WIRE_ADV_WAITALL : 0 },
+		       -1);
 	if (ret) {
-		memset(op, 0, sizeof(*op));
+		op_unstart(op);
 		c->rfree[c->nrfree++] = slot;
 		return ret;
 	}
 	return 0;
 }
 
-int exs_conn_send(struct exs_sock *s, struct exs_op *t)
+int exs_conn_send(struct exs_conn *c, const struct exs_op *t)
 {
-	struct exs_conn *c = s->conn;
 	uint32_t oi;
+	int ret;
 
-	if (c->reset)
+	if (c->link == EXS_LINK_RESET)
 		return -ECONNRESET;
-	if (c->fin_posted || c->wr_shut || c->peer_rd_shut)
+	if (c->tx != EXS_TX_OPEN)
 		return -EPIPE;
 	if (t->len > (size_t)c->dev->max_msg_sz * c->dev->max_chunks)
 		return -EMSGSIZE;
 	if (credits_in_use(c->alloc, c->nsfree) >= (int)c->credits || !c->nsfree)
 		return -EBUSY;
-	oi = c->sfree[--c->nsfree];
+	oi = c->sfree[c->nsfree - 1];
 	c->sop[oi] = *t;
 	c->sop[oi].kind = EXS_EVT_SEND;
+	if ((ret = op_start(c, &c->sop[oi]))) {
+		memset(&c->sop[oi], 0, sizeof(c->sop[oi]));
+		return ret;
+	}
+	c->nsfree--;
 	c->sfifo[(c->sf_head + c->sf_count) % c->alloc] = oi;
 	c->sf_count++;
-	match(s);
+	match(c);
 	return 0;
 }
 
-bool exs_conn_sends_idle(const struct exs_conn *c)
+void exs_conn_shut_wr(struct exs_conn *c)
 {
-	return c->nsfree == c->alloc;
+	if (c->tx == EXS_TX_OPEN || c->tx == EXS_TX_REFUSED)
+		set_tx(c, EXS_TX_SHUTTING);
+	maybe_fin(c);
 }
 
-int exs_conn_post_fin(struct exs_sock *s)
+/* An abortive close: what is started fails with ECONNABORTED, the peer
+ * gets an ABORT in place of the FIN, and nothing more is taken from it. */
+void exs_conn_abort(struct exs_conn *c)
 {
-	struct exs_conn *c = s->conn;
-	int ret;
+	bool was_reset = c->link == EXS_LINK_RESET;
 
-	if (c->fin_posted)
-		return 0;
-	ret = post_ctl_type(c, EXS_WIRE_FIN);
-	if (!ret)
-		c->fin_posted = true;
-	return ret;
-}
-
-void exs_conn_fail_all(struct exs_sock *s, int err)
-{
-	struct exs_conn *c = s->conn;
-	uint32_t i;
-
-	c->sf_count = 0;
-	c->ad_count = 0;
-	for (i = 0; i < c->alloc; i++) {
-		if (c->sop[i].kind)
-			exs_op_complete(s, &c->sop[i], err, 0, 0);
-		if (c->rop[i].kind)
-			exs_op_complete(s, &c->rop[i], err, 0, 0);
-	}
-}
-
-void exs_conn_abort(struct exs_sock *s)
-{
-	struct exs_conn *c = s->conn;
-
-	exs_conn_fail_all(s, ECONNABORTED);
-	c->aborting = true;
+	exs_conn_fail_all(c, ECONNABORTED);
+	set_link(c, EXS_LINK_RESET);
 	/* before the peer's HELLO nothing went out: no ABORT to wait for */
-	if (!c->reset && !c->fin_posted && !c->await_hello && !post_ctl_type(c, EXS_WIRE_ABORT))
-		c->fin_posted = true;
+	if (!was_reset && c->tx < EXS_TX_FIN_SENT && !c->await_hello &&
+	    !post_ctl_type(c, EXS_WIRE_ABORT))
+		set_tx(c, EXS_TX_ABORT_SENT);
 	else
-		c->fin_done = true;
-	c->reset = true; /* take nothing more from the peer */
+		set_tx(c, EXS_TX_DONE);
+}
+
+/* A closing socket's deadline passed: abort what was never placed, or
+ * stop waiting for a FIN/ABORT completion that never came. */
+void exs_conn_give_up(struct exs_conn *c)
+{
+	if (c->tx < EXS_TX_FIN_SENT)
+		exs_conn_abort(c);
+	else
+		set_tx(c, EXS_TX_DONE);
 }
 
 /* Data arrived for receive `slot`. A STREAM receive with MSG_WAITALL
  * completes only when full (or at EOF); any other at once. */
-static void complete_slot(struct exs_sock *s, uint32_t slot, size_t len, size_t lost)
+static void complete_slot(struct exs_conn *c, uint32_t slot, size_t len, size_t lost)
 {
-	struct exs_conn *c = s->conn;
 	struct exs_op *op;
 
 	if (slot >= c->alloc || c->rop[slot].kind != EXS_EVT_RECV ||
 	    len > c->rop[slot].len - c->rop[slot].done) {
-		exs_sock_conn_broken(s, EPROTO);
+		exs_conn_break(c, EPROTO);
 		return;
 	}
 	op = &c->rop[slot];
 	op->done += len;
-	if (s->type == SOCK_STREAM && (op->flags & MSG_WAITALL) && op->done < op->len) {
+	if (!c->seq && (op->flags & MSG_WAITALL) && op->done < op->len) {
 		if (post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_MORE, .slot = slot }, -1))
-			exs_sock_conn_broken(s, ECONNRESET);
+			exs_conn_break(c, ECONNRESET);
 		return;
 	}
-	exs_op_complete(s, op, 0, op->done, lost);
+	op_complete(c, op, 0, op->done, lost);
 }
 
 /* No more data will come for the receives still waiting: they complete
  * with what they hold, which is an EOF (length 0, errno 0) if nothing. */
-static void end_receives(struct exs_sock *s)
+static void end_receives(struct exs_conn *c)
 {
-	struct exs_conn *c = s->conn;
 	uint32_t i;
 
 	for (i = 0; i < c->alloc; i++)
 		if (c->rop[i].kind)
-			exs_op_complete(s, &c->rop[i], 0, c->rop[i].done, 0);
+			op_complete(c, &c->rop[i], 0, c->rop[i].done, 0);
 }
 
 /* SHUT_RD (guide §4.5): take no new data; the peer fails its sends with
  * EPIPE and answers RDSHUT_ACK, after which it writes nothing more. */
-int exs_conn_shut_rd(struct exs_sock *s)
+void exs_conn_shut_rd(struct exs_conn *c)
 {
-	struct exs_conn *c = s->conn;
-
-	c->rd_shut = true;
-	if (c->fin_rcvd || c->reset) {
-		c->rd_shut_acked = true;
-		return 0;
+	if (c->rx != EXS_RX_OPEN)
+		return;
+	if (c->link == EXS_LINK_RESET) {
+		set_rx(c, EXS_RX_SHUT_DONE);
+		return;
 	}
-	return post_ctl_type(c, EXS_WIRE_RDSHUT);
+	set_rx(c, EXS_RX_SHUT);
+	if (post_ctl_type(c, EXS_WIRE_RDSHUT))
+		exs_conn_break(c, ECONNRESET);
 }
 
-/* Ask the peer whether it is still there (see on_conn_error in sock.c). */
-void exs_conn_probe(struct exs_sock *s)
+/* exsd lost the CM connection. What the peer sent before (data, FIN) is in
+ * the CQ: take it first, so a graceful close is not mistaken for a reset.
+ * Without a FIN the peer may be alive and only its exsd restarted: on
+ * RoCE/IB the QP lives in the application, so ask the peer itself (PING)
+ * before failing anything. An iWARP connection is the CM endpoint's: it
+ * ended with it. */
+void exs_conn_cm_lost(struct exs_conn *c)
 {
-	struct exs_conn *c = s->conn;
-
-	if (c->probing)
+	exs_conn_progress(c);
+	if (c->link != EXS_LINK_UP)
 		return;
+	if (c->iwarp || c->rx == EXS_RX_EOF) {
+		exs_conn_break(c, ECONNRESET);
+		return;
+	}
 	if (post_ctl_type(c, EXS_WIRE_PING)) {
-		exs_sock_conn_broken(s, ECONNRESET);
+		exs_conn_break(c, ECONNRESET);
 		return;
 	}
-	c->probing = true;
 	c->probe_deadline_ms = exs_now_ms() + EXS_PROBE_MS;
-	exs_g.nprobing++;
-	exs_progress_wake();
+	set_link(c, EXS_LINK_PROBING);
 }
 
-void exs_conn_probe_tick(struct exs_sock *s, uint64_t now)
+void exs_conn_tick(struct exs_conn *c, uint64_t now)
 {
-	struct exs_conn *c = s->conn;
-
-	if (!c->probing || (now < c->probe_deadline_ms && !c->reset))
-		return;
-	c->probing = false;
-	exs_g.nprobing--;
-	exs_sock_conn_broken(s, ECONNRESET); /* no answer: the peer is gone */
+	if (c->link == EXS_LINK_PROBING && now >= c->probe_deadline_ms)
+		exs_conn_break(c, ECONNRESET); /* no answer: the peer is gone */
 }
 
 /* The peer shut its read side: what we have not placed never will be. */
-static void peer_shut_rd(struct exs_sock *s)
+static void peer_shut_rd(struct exs_conn *c)
 {
-	struct exs_conn *c = s->conn;
-
-	c->peer_rd_shut = true;
+	if (c->tx == EXS_TX_OPEN)
+		set_tx(c, EXS_TX_REFUSED);
 	c->ad_count = 0;
 	while (c->sf_count) {
-		exs_op_complete(s, &c->sop[c->sfifo[c->sf_head]], EPIPE, 0, 0);
+		op_complete(c, &c->sop[c->sfifo[c->sf_head]], EPIPE, 0, 0);
 		c->sf_head = (c->sf_head + 1) % c->alloc;
 		c->sf_count--;
 	}
 	if (post_ctl_type(c, EXS_WIRE_RDSHUT_ACK))
-		exs_sock_conn_broken(s, ECONNRESET);
+		exs_conn_break(c, ECONNRESET);
 }
 
-static void on_message(struct exs_sock *s, const struct exs_wire_msg *m)
+static void on_message(struct exs_conn *c, const struct exs_wire_msg *m)
 {
-	struct exs_conn *c = s->conn;
-
 	if (m->version != EXS_WIRE_VERSION || c->await_hello != (m->type == EXS_WIRE_HELLO)) {
-		exs_sock_conn_broken(s, EPROTO);
+		exs_conn_break(c, EPROTO);
 		return;
 	}
 	switch (m->type) {
 	case EXS_WIRE_ADVERT:
-		if (c->ad_count == c->alloc || !m->len) {
-			exs_sock_conn_broken(s, EPROTO);
+		if (c->ad_count == c->alloc || !m->len || (m->flags & ADV_HELD)) {
+			exs_conn_break(c, EPROTO);
 			return;
 		}
 		c->ads[(c->ad_head + c->ad_count) % c->alloc] = *m;
 		c->ad_count++;
-		match(s);
+		match(c);
 		break;
 	case EXS_WIRE_DONE:
-		complete_slot(s, m->slot, m->len, s->type == SOCK_SEQPACKET ? m->lost : 0);
+		complete_slot(c, m->slot, m->len, c->seq ? m->lost : 0);
 		break;
 	case EXS_WIRE_FIN:
-		c->fin_rcvd = true;
-		end_receives(s);
+		if (c->rx == EXS_RX_OPEN)
+			set_rx(c, EXS_RX_EOF);
+		else if (c->rx == EXS_RX_SHUT)
+			set_rx(c, EXS_RX_SHUT_DONE);
+		end_receives(c);
 		break;
 	case EXS_WIRE_MORE:
 		if (!c->ad_count || c->ads[c->ad_head].slot != m->slot ||
 		    !(c->ads[c->ad_head].flags & ADV_HELD)) {
-			exs_sock_conn_broken(s, EPROTO);
+			exs_conn_break(c, EPROTO);
 			return;
 		}
 		c->ads[c->ad_head].flags &= (uint16_t)~ADV_HELD;
-		match(s);
+		match(c);
 		break;
 	case EXS_WIRE_RDSHUT:
-		peer_shut_rd(s);
+		peer_shut_rd(c);
 		break;
 	case EXS_WIRE_PING:
 		if (post_ctl_type(c, EXS_WIRE_PONG))
-			exs_sock_conn_broken(s, ECONNRESET);
+			exs_conn_break(c, ECONNRESET);
 		break;
 	case EXS_WIRE_PONG:
-		if (c->probing) {
-			c->probing = false;
-			exs_g.nprobing--;
-		}
+		if (c->link == EXS_LINK_PROBING)
+			set_link(c, EXS_LINK_UP);
 		break;
 	case EXS_WIRE_RDSHUT_ACK:
-		if (!c->rd_shut) {
-			exs_sock_conn_broken(s, EPROTO);
+		if (c->rx != EXS_RX_SHUT && c->rx != EXS_RX_SHUT_DONE) {
+			exs_conn_break(c, EPROTO);
 			return;
 		}
-		c->rd_shut_acked = true;
-		end_receives(s);
+		set_rx(c, EXS_RX_SHUT_DONE);
+		end_receives(c);
 		break;
 	case EXS_WIRE_ABORT:
-		exs_sock_conn_broken(s, ECONNRESET);
+		exs_conn_break(c, ECONNRESET);
 		break;
 	case EXS_WIRE_HELLO:
 		if (on_hello(c))
-			exs_sock_conn_broken(s, ECONNRESET);
+			exs_conn_break(c, ECONNRESET);
 		break;
 	default:
-		exs_sock_conn_broken(s, EPROTO);
+		exs_conn_break(c, EPROTO);
 	}
 }
 
-static void on_wc(struct exs_sock *s, const struct ibv_wc *wc)
+static void fin_completed(struct exs_conn *c)
 {
-	struct exs_conn *c = s->conn;
+	if (c->tx == EXS_TX_FIN_SENT || c->tx == EXS_TX_ABORT_SENT)
+		set_tx(c, EXS_TX_DONE);
+}
+
+static void on_wc(struct exs_conn *c, const struct ibv_wc *wc)
+{
 	uint32_t kind = (uint32_t)(wc->wr_id >> 32), i = (uint32_t)wc->wr_id;
 	struct exs_wire_msg m;
 
@@ -636,33 +767,32 @@ static void on_wc(struct exs_sock *s, const struct ibv_wc *wc)
 			c->ctl_free[c->nctl_free++] = i;
 			if (c->msg[ctl_slot_msg(c, i)].type == EXS_WIRE_FIN ||
 			    c->msg[ctl_slot_msg(c, i)].type == EXS_WIRE_ABORT)
-				c->fin_done = true;
+				fin_completed(c);
 		}
-		if (!c->reset)
-			exs_sock_conn_broken(s, ECONNRESET);
+		exs_conn_break(c, ECONNRESET);
 		return;
 	}
 	switch (kind) {
 	case WR_RECV:
-		if (i >= c->nrecv || c->reset)
+		if (i >= c->nrecv || c->link == EXS_LINK_RESET)
 			break;
 		/* Repost before acting on it: what we send in answer lets the peer
 		 * send again, and iWARP has no RNR retry to cover an empty queue. */
 		m = c->msg[i];
 		if (post_recv(c, i)) {
-			exs_sock_conn_broken(s, ECONNRESET);
+			exs_conn_break(c, ECONNRESET);
 			break;
 		}
 		if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM)
-			complete_slot(s, ntohl(wc->imm_data), wc->byte_len, 0);
+			complete_slot(c, ntohl(wc->imm_data), wc->byte_len, 0);
 		else if (wc->byte_len == sizeof(m))
-			on_message(s, &m);
+			on_message(c, &m);
 		else
-			exs_sock_conn_broken(s, EPROTO);
+			exs_conn_break(c, EPROTO);
 		break;
 	case WR_WRITE:
 		if (i < c->alloc && c->sop[i].kind == EXS_EVT_SEND)
-			exs_op_complete(s, &c->sop[i], 0, c->sop[i].len, 0);
+			op_complete(c, &c->sop[i], 0, c->sop[i].len, 0);
 		break;
 	case WR_CTL:
 		if (i >= c->nsend)
@@ -671,21 +801,60 @@ static void on_wc(struct exs_sock *s, const struct ibv_wc *wc)
 		m = c->msg[ctl_slot_msg(c, i)];
 		if (m.type == EXS_WIRE_DONE && c->ctl_op[i] >= 0 &&
 		    c->sop[c->ctl_op[i]].kind == EXS_EVT_SEND)
-			exs_op_complete(s, &c->sop[c->ctl_op[i]], 0, c->sop[c->ctl_op[i]].len, 0);
+			op_complete(c, &c->sop[c->ctl_op[i]], 0, c->sop[c->ctl_op[i]].len, 0);
 		if (m.type == EXS_WIRE_FIN || m.type == EXS_WIRE_ABORT)
-			c->fin_done = true;
+			fin_completed(c);
 		break;
 	}
 }
 
-/* Drain the connection's CQ. The caller re-armed notification first, and
- * calls exs_sock_maybe_finish_close() afterwards: nothing here frees `s`. */
-void exs_conn_progress(struct exs_sock *s)
+/* Drain the CQ. The caller re-armed notification first. */
+void exs_conn_progress(struct exs_conn *c)
 {
 	struct ibv_wc wc[16];
 	int n, i;
 
-	while (s->conn && (n = ibv_poll_cq(s->conn->cq, 16, wc)) > 0)
-		for (i = 0; i < n && s->conn; i++)
-			on_wc(s, &wc[i]);
+	while ((n = ibv_poll_cq(c->cq, 16, wc)) > 0)
+		for (i = 0; i < n; i++)
+			on_wc(c, &wc[i]);
+	maybe_fin(c);
+}
+
+/* ---- what the socket layer reads */
+
+bool exs_conn_wr_done(const struct exs_conn *c)
+{
+	return c->tx == EXS_TX_DONE;
+}
+
+bool exs_conn_rd_done(const struct exs_conn *c)
+{
+	return c->rx == EXS_RX_SHUT_DONE || c->rx == EXS_RX_EOF;
+}
+
+/* Broken before the peer's FIN (or before our SHUT_RD completed): a
+ * receive gets ECONNRESET rather than EOF. */
+bool exs_conn_reset_before_eof(const struct exs_conn *c)
+{
+	return c->link == EXS_LINK_RESET && !exs_conn_rd_done(c);
+}
+
+/* Nothing more will happen on it: the FIN or ABORT is done, or it broke
+ * (an abort still waits for its ABORT to leave). */
+bool exs_conn_finished(const struct exs_conn *c)
+{
+	return c->tx == EXS_TX_DONE || (c->link == EXS_LINK_RESET && c->tx != EXS_TX_ABORT_SENT);
+}
+
+void exs_conn_stats(const struct exs_conn *c, ExsCtl__SockStats *x)
+{
+	x->send_credits_used = c->alloc - c->nsfree;
+	x->recv_credits_used = c->alloc - c->nrfree;
+	x->peer_adverts = c->ad_count;
+	x->sends_queued = c->sf_count;
+	x->bytes_sent = c->bytes_sent;
+	x->bytes_received = c->bytes_rcvd;
+	x->sends = c->sends;
+	x->receives = c->recvs;
+	x->errors = c->errors;
 }

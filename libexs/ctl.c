@@ -2,8 +2,9 @@
  * The channel to exsd (proto/exs_control.proto). Opened lazily by the
  * first call that needs exsd and reopened after exsd went away; while exsd
  * is unreachable such calls fail with ENETDOWN at once. Requests wait for
- * their reply (matched by seq) at most EXS_CTL_TIMEOUT_MS; events go to
- * sock.c. Called with exs_g.lock held, except exs_ctl_input's read.
+ * their reply (matched by seq) at most EXS_CTL_TIMEOUT_MS, releasing
+ * exs_g.lock meanwhile; events are handed back to the progress thread,
+ * which dispatches them (broker.c). Called with exs_g.lock held.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -43,6 +44,8 @@ static int ctl_write(ExsCtl__Msg *m)
 	return 0;
 }
 
+/* The channel dropped: every waiting call fails with ENETDOWN, and the
+ * progress thread tells broker.c (which this file never calls). */
 static void ctl_lost(void)
 {
 	struct waiter *w;
@@ -56,7 +59,8 @@ static void ctl_lost(void)
 		w->done = true;
 		w->err = ENETDOWN;
 	}
-	exs_sock_ctl_lost();
+	exs_g.ctl_lost = true;
+	exs_progress_wake();
 	pthread_cond_broadcast(&exs_g.cond);
 }
 
@@ -204,49 +208,34 @@ int exs_ctl_call(ExsCtl__Msg *req, ExsCtl__Msg **ret_reply)
 	return 0;
 }
 
-/* Progress thread: the channel is readable. */
-void exs_ctl_input(int fd)
+/*
+ * Progress thread, lock held: `n` bytes read from the channel `fd` into
+ * `buf`. A reply goes to its waiter (0); an event or exsd's own request is
+ * handed back in *ret_msg for the caller to dispatch (1); a dropped or
+ * garbled channel is closed (-ENETDOWN).
+ */
+int exs_ctl_take(int fd, const uint8_t *buf, ssize_t n, ExsCtl__Msg **ret_msg)
 {
-	uint8_t buf[EXS_CTL_MAX_MSG];
-	ssize_t n;
+	ExsCtl__Msg *m;
+	struct waiter *w;
 
-	for (;;) {
-		ExsCtl__Msg *m;
-		struct waiter *w;
-
-		n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
-			return;
-		pthread_mutex_lock(&exs_g.lock);
-		if (fd != exs_g.ctl_fd) {
-			pthread_mutex_unlock(&exs_g.lock);
-			return;
-		}
-		if (n <= 0 || n > (ssize_t)sizeof(buf) ||
-		    !(m = exs_ctl__msg__unpack(NULL, (size_t)n, buf)) || m->version != EXS_CTL_VERSION) {
-			/* exsd went away or spoke nonsense: drop the channel */
-			ctl_lost();
-			pthread_mutex_unlock(&exs_g.lock);
-			return;
-		}
-		if (m->body_case == EXS_CTL__MSG__BODY_STATS_REQUEST) {
-			/* exsd's own request: its seq is not one of ours */
-			exs_sock_stats(m->seq);
-			exs_ctl__msg__free_unpacked(m, NULL);
-			pthread_mutex_unlock(&exs_g.lock);
-			continue;
-		}
-		for (w = waiters; w && m->seq; w = w->next)
-			if (w->seq == m->seq && !w->done)
-				break;
-		if (m->seq && w) {
-			w->reply = m;
-			w->done = true;
-			pthread_cond_broadcast(&exs_g.cond);
-		} else {
-			if (!exs_sock_event(m))
-				exs_ctl__msg__free_unpacked(m, NULL);
-		}
-		pthread_mutex_unlock(&exs_g.lock);
+	if (fd != exs_g.ctl_fd)
+		return 0; /* a channel already replaced */
+	if (n <= 0 || n > EXS_CTL_MAX_MSG || !(m = exs_ctl__msg__unpack(NULL, (size_t)n, buf)) ||
+	    m->version != EXS_CTL_VERSION) {
+		/* exsd went away or spoke nonsense: drop the channel */
+		ctl_lost();
+		return -ENETDOWN;
 	}
+	if (m->body_case != EXS_CTL__MSG__BODY_STATS_REQUEST && m->seq) {
+		for (w = waiters; w; w = w->next)
+			if (w->seq == m->seq && !w->done) {
+				w->reply = m;
+				w->done = true;
+				pthread_cond_broadcast(&exs_g.cond);
+				return 0;
+			}
+	}
+	*ret_msg = m;
+	return 1;
 }

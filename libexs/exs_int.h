@@ -1,11 +1,20 @@
 /*
  * Private to libexs: the objects behind the public handles and the calls
- * between the library's modules. Layering: api.c (public calls, argument
- * checks) -> sock.c (socket states, connection setup via exsd) and conn.c
- * (data path) -> verbs.c (devices, memory) and ctl.c (the exsd channel).
- * One library lock (exs_g.lock) guards sockets, connections and
- * registrations; queues have their own lock so dequeuing never waits for
- * the data path.
+ * between the library's modules. Calls go one way, down:
+ *
+ *   api.c       public calls, argument checks, EXS_BLOCK/EXS_CREDIT_WAIT waits
+ *   progress.c  the progress thread: exsd's input, completions, ticks
+ *     -> broker.c  the set-up that exsd brokers (bind, listen, connect,
+ *                  accept, exsd's events and requests)
+ *     -> sock.c    the fd table and each socket's life cycle (close, shutdown)
+ *     -> conn.c    one established connection: state machine and data path
+ *     -> verbs.c (devices, memory), queue.c (event queues), ctl.c (the
+ *        channel to exsd, which hands what it reads back to its caller)
+ *
+ * A lower file reports upward by return values and state that the caller
+ * reads, never by calling up. One library lock (exs_g.lock) guards
+ * sockets, connections and registrations; queues have their own lock so
+ * dequeuing never waits for the data path.
  */
 #ifndef EXS_INT_H
 #define EXS_INT_H
@@ -104,8 +113,9 @@ struct exs_mreg *exs_mreg_new(void *addr, size_t len, int flags);
 int exs_mreg_delete(struct exs_mreg *m);
 bool exs_mreg_valid(const struct exs_mreg *m);
 struct ibv_mr *exs_mreg_mr(struct exs_mreg *m, struct exs_dev *d);
+int exs_verbs_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, bool guard);
 
-/* ---- conn.c: the data path of one connection */
+/* ---- conn.c: one established connection, its state machine and data path */
 struct exs_op {
 	int kind; /* EXS_EVT_SEND / EXS_EVT_RECV */
 	int flags;
@@ -119,14 +129,41 @@ struct exs_op {
 	struct ibv_mr *tmp_mr;  /* implicit registration of this call */
 	uint32_t lkey, rkey;
 };
+
+/* The send direction: what may still go to the peer. */
+enum exs_tx_state {
+	EXS_TX_OPEN,	   /* sends are taken */
+	EXS_TX_REFUSED,	   /* the peer shut its read side: sends fail with EPIPE */
+	EXS_TX_SHUTTING,   /* SHUT_WR or close: the FIN follows the started sends */
+	EXS_TX_FIN_SENT,   /* FIN posted, its completion pending */
+	EXS_TX_ABORT_SENT, /* ABORT posted (abortive close), its completion pending */
+	EXS_TX_DONE,	   /* FIN or ABORT completed, failed, or given up on */
+};
+/* The receive direction: what may still come from the peer. */
+enum exs_rx_state {
+	EXS_RX_OPEN,
+	EXS_RX_SHUT,	  /* our SHUT_RD: RDSHUT sent, its ack pending */
+	EXS_RX_SHUT_DONE, /* RDSHUT acked, or the peer's FIN came first */
+	EXS_RX_EOF,	  /* the peer's FIN */
+};
+/* The connection as a whole. */
+enum exs_link_state {
+	EXS_LINK_UP,
+	EXS_LINK_PROBING, /* exsd lost the CM connection: a PING is out */
+	EXS_LINK_RESET,	  /* broken or aborted: nothing more is taken from the peer */
+};
+
 struct exs_conn {
-	struct exs_sock *owner; /* set once on exs_g.conns */
-	struct exs_conn *next, *prev; /* exs_g.conns: every live connection */
+	int fd;	  /* the socket its events name */
+	bool seq; /* SOCK_SEQPACKET: one send fills one receive */
 	struct exs_dev *dev;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
 	bool iwarp;
-	uint32_t alloc;   /* resources sized for this many credits */
+	enum exs_tx_state tx;
+	enum exs_rx_state rx;
+	enum exs_link_state link;
+	uint32_t alloc;	  /* resources sized for this many credits */
 	uint32_t credits; /* negotiated */
 	/* control messages: [0, nrecv) receive slots, then send slots */
 	struct exs_wire_msg *msg;
@@ -151,31 +188,33 @@ struct exs_conn {
 	uint32_t sf_head, sf_count;
 	struct exs_wire_msg *ads;
 	uint32_t ad_head, ad_count;
-	bool fin_rcvd, fin_posted, fin_done, reset, aborting;
-	bool wr_shut, rd_shut, rd_shut_acked; /* exs_shutdown() started */
-	bool peer_rd_shut; /* the peer's SHUT_RD: our sends fail with EPIPE */
-	bool probing; /* a PING is out: the peer must answer by probe_deadline_ms */
 	uint64_t probe_deadline_ms;
 	uint64_t bytes_sent, bytes_rcvd, sends, recvs, errors; /* for exsctl */
 };
-struct exs_sock;
-int exs_conn_create(struct exs_sock *s, const char *dev, bool iwarp, uint32_t credits);
-int exs_conn_modify(struct exs_conn *c, const ExsCtl__QpAttr *a);
+int exs_conn_create(int fd, int type, const char *dev, bool iwarp, uint32_t credits, void *cq_ctx,
+		    struct exs_conn **ret_conn);
 void exs_conn_destroy(struct exs_conn *c);
-int exs_conn_send(struct exs_sock *s, struct exs_op *tmpl);
-int exs_conn_recv(struct exs_sock *s, struct exs_op *tmpl);
-void exs_conn_progress(struct exs_sock *s);
-int exs_conn_post_fin(struct exs_sock *s);
-int exs_conn_hello(struct exs_conn *c);
-int exs_conn_shut_rd(struct exs_sock *s);
-void exs_conn_probe(struct exs_sock *s);
-void exs_conn_probe_tick(struct exs_sock *s, uint64_t now_ms);
-void exs_conn_abort(struct exs_sock *s);
-void exs_conn_fail_all(struct exs_sock *s, int err);
-bool exs_conn_sends_idle(const struct exs_conn *c);
-void exs_op_complete(struct exs_sock *s, struct exs_op *op, int err, size_t len, size_t lost);
+int exs_conn_modify(struct exs_conn *c, const ExsCtl__QpAttr *a);
+void exs_conn_await_hello(struct exs_conn *c);
+int exs_conn_establish(struct exs_conn *c, uint32_t credits);
+int exs_conn_send(struct exs_conn *c, const struct exs_op *tmpl);
+int exs_conn_recv(struct exs_conn *c, const struct exs_op *tmpl);
+void exs_conn_progress(struct exs_conn *c);
+void exs_conn_shut_wr(struct exs_conn *c);
+void exs_conn_shut_rd(struct exs_conn *c);
+void exs_conn_abort(struct exs_conn *c);
+void exs_conn_break(struct exs_conn *c, int err);
+void exs_conn_cm_lost(struct exs_conn *c);
+void exs_conn_tick(struct exs_conn *c, uint64_t now_ms);
+void exs_conn_give_up(struct exs_conn *c);
+void exs_conn_fail_all(struct exs_conn *c, int err);
+bool exs_conn_wr_done(const struct exs_conn *c);
+bool exs_conn_rd_done(const struct exs_conn *c);
+bool exs_conn_reset_before_eof(const struct exs_conn *c);
+bool exs_conn_finished(const struct exs_conn *c);
+void exs_conn_stats(const struct exs_conn *c, ExsCtl__SockStats *x);
 
-/* ---- sock.c: sockets and their life cycle */
+/* ---- sock.c: the fd table and each socket's life cycle */
 enum exs_sock_state {
 	EXS_S_FREE,
 	EXS_S_NEW,
@@ -201,9 +240,15 @@ struct exs_sock {
 	int fd;
 	uint32_t id; /* what exsd calls it: fd | generation << 16 */
 	enum exs_sock_state state;
+	struct exs_sock *next, *prev; /* exs_g.sock_list: every socket */
 	int domain, type;
 	uint32_t cfg_credits, cfg_sp_max, cfg_stream_buf;
 	bool known_to_exsd;
+	/* a call to exsd is in flight (the lock is released while it waits):
+	 * a close meanwhile is deferred until it returns */
+	unsigned busy;
+	bool close_deferred;
+	int close_flags;
 	struct sockaddr_storage local, peer;
 	socklen_t local_len, peer_len;
 	/* listener */
@@ -219,13 +264,11 @@ struct exs_sock {
 	/* active connection */
 	struct exs_queue *op_q;
 	exs_ahandle_t op_ah;
-	int *op_done; /* blocking waiters */
-	int op_err;
 	/* close */
 	uint64_t close_deadline_ms;
+	bool fin_deadline_set;
 	struct exs_queue *close_q;
 	exs_ahandle_t close_ah;
-	bool close_abort;
 	/* exs_shutdown (guide §4.5): at most one outstanding per direction */
 	struct exs_shut_op {
 		struct exs_queue *q;
@@ -238,53 +281,70 @@ struct exs_sock {
 #define EXS_DIR_RD 1
 #define EXS_DIR_WR 2
 
-/* ---- ctl.c: the channel to exsd */
-int exs_ctl_ensure(void);
-int exs_ctl_call(ExsCtl__Msg *req, ExsCtl__Msg **ret_reply);
-int exs_ctl_send(ExsCtl__Msg *m);
-void exs_ctl_input(int fd);
-void exs_ctl_msg_init(ExsCtl__Msg *m);
-
-/* ---- progress.c */
-int exs_progress_start(void);
-void exs_progress_poll(void);
-void exs_progress_wake(void);
-uint64_t exs_now_ms(void);
-void exs_sock_tick(uint64_t now_ms);
-int exs_progress_add_fd(int fd, void *tag);
-void exs_progress_del_fd(int fd);
-
-/* ---- sock.c */
 struct exs_sock *exs_sock_get(int fd);
 struct exs_sock *exs_sock_by_id(uint32_t id);
 struct exs_sock *exs_sock_alloc(int domain, int type);
 void exs_sock_free(struct exs_sock *s);
-bool exs_sock_event(ExsCtl__Msg *m); /* an exsd event, lock held; true: kept m */
-void exs_sock_ctl_lost(void);
-void exs_sock_stats(uint32_t seq); /* answer exsd's StatsRequest */
+void exs_sock_set_state(struct exs_sock *s, enum exs_sock_state st);
+void exs_sock_post(struct exs_queue *q, int fd, int type, exs_ahandle_t ah, int err);
+void exs_sock_tell_exsd_close(struct exs_sock *s);
+void exs_sock_reject(uint32_t req, int err);
+void exs_sock_connect_failed(struct exs_sock *s, int err);
+void exs_sock_progress(struct exs_sock *s);
 void exs_sock_maybe_finish_close(struct exs_sock *s);
-void exs_sock_conn_broken(struct exs_sock *s, int err);
-int exs_sock_bind(struct exs_sock *s, const struct sockaddr *a, socklen_t len);
-int exs_sock_listen(struct exs_sock *s, int backlog);
-int exs_sock_connect(struct exs_sock *s, const struct sockaddr *a, socklen_t len,
-		     const struct timeval *tmo, struct exs_queue *q, exs_ahandle_t ah, int *done);
-int exs_sock_accept(struct exs_sock *s, struct exs_accept_slot *slots, int n);
-int exs_sock_close(struct exs_sock *s, int flags, struct exs_queue *q, exs_ahandle_t ah, int *done);
+void exs_sock_tick(uint64_t now_ms);
+int exs_sock_xfer(struct exs_sock *s, const struct exs_op *op);
+int exs_sock_close(struct exs_sock *s, int flags, struct exs_queue *q, exs_ahandle_t ah);
+void exs_sock_busy(struct exs_sock *s);
+bool exs_sock_unbusy(struct exs_sock *s);
 int exs_sock_shutdown(struct exs_sock *s, int dirs, struct exs_queue *q, exs_ahandle_t ah);
+
+/* ---- broker.c: the library's half of the connection set-up that exsd
+ * brokers, and what else exsd tells or asks about sockets */
+int exs_broker_bind(struct exs_sock *s, const struct sockaddr *a, socklen_t len);
+int exs_broker_listen(struct exs_sock *s, int backlog);
+int exs_broker_connect(struct exs_sock *s, const struct sockaddr *a, socklen_t len,
+		       const struct timeval *tmo, struct exs_queue *q, exs_ahandle_t ah);
+int exs_broker_accept(struct exs_sock *s, struct exs_accept_slot *slots, int n);
+void exs_broker_input(ExsCtl__Msg *m); /* an event or request from exsd; takes m */
+void exs_broker_ctl_lost(void);
+
+/* ---- ctl.c: the channel to exsd */
+int exs_ctl_ensure(void);
+int exs_ctl_call(ExsCtl__Msg *req, ExsCtl__Msg **ret_reply);
+int exs_ctl_send(ExsCtl__Msg *m);
+int exs_ctl_take(int fd, const uint8_t *buf, ssize_t n, ExsCtl__Msg **ret_msg);
+void exs_ctl_msg_init(ExsCtl__Msg *m);
+
+/* ---- progress.c: the progress thread */
+int exs_progress_start(void);
+void exs_progress_poll(void);
+void exs_progress_wake(void);
+uint64_t exs_now_ms(void);
+int exs_progress_add_fd(int fd, void *tag);
+void exs_progress_del_fd(int fd);
+
+/* EXS_DEBUG set: state changes are written to stderr ("from -> to") */
+void exs_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define EXS_DEBUG_ON() __builtin_expect(exs_g.debug, 0)
 
 struct exs_global {
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* any state change a blocked caller may wait for */
 	bool inited;
+	bool debug; /* EXS_DEBUG */
 	int epfd, wakefd;
 	unsigned nclosing; /* sockets in EXS_S_CLOSING: the progress thread ticks */
 	unsigned nprobing; /* connections waiting for a PONG: it ticks too */
-	struct exs_conn *conns;
+	bool ctl_lost; /* the channel dropped: the progress thread tells broker.c */
 	pthread_t thread;
 	int ctl_fd;
 	uint32_t ctl_seq;
 	const char *ctl_path;
+	/* fd -> socket; free fds in a two-level bitmap (bit set = free) */
 	struct exs_sock **socks;
+	uint64_t *fd_free, fd_free_sum[EXS_MAX_SOCKETS / 64 / 64];
+	struct exs_sock *sock_list; /* every socket */
 	struct exs_dev *devs[EXS_MAX_DEVS];
 	int ndevs;
 	/* what a new socket starts with: built in, then exsd's (HelloReply) */

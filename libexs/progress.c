@@ -1,10 +1,14 @@
 /*
  * The progress thread: one per process, started by exs_init(). It sleeps
  * in epoll on the exsd channel and on each device's completion channel,
- * and turns completions and exsd events into state changes and user
- * events. It takes exs_g.lock only while it processes.
+ * and hands exsd's messages to broker.c and completions to sock.c, which
+ * turn them into state changes and user events. It takes exs_g.lock only
+ * while it processes.
  */
 #include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -43,10 +47,46 @@ static void dev_input(struct exs_dev *d)
 		/* a closed socket's CQ is gone: check it is still this one */
 		if (s && s->conn && s->conn->cq == cq) {
 			ibv_req_notify_cq(cq, 0);
-			exs_conn_progress(s);
-			exs_sock_maybe_finish_close(s);
+			exs_sock_progress(s);
 		}
 		pthread_mutex_unlock(&exs_g.lock);
+	}
+}
+
+/* The exsd channel is readable: dispatch what it brings. */
+static void ctl_input(int fd)
+{
+	uint8_t buf[EXS_CTL_MAX_MSG];
+	ExsCtl__Msg *m;
+	ssize_t n;
+	int ret;
+
+	do {
+		n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		pthread_mutex_lock(&exs_g.lock);
+		ret = exs_ctl_take(fd, buf, n, &m);
+		if (ret > 0)
+			exs_broker_input(m);
+		pthread_mutex_unlock(&exs_g.lock);
+	} while (ret >= 0 && fd == __atomic_load_n(&exs_g.ctl_fd, __ATOMIC_RELAXED));
+}
+
+void exs_debug(const char *fmt, ...)
+{
+	char line[256];
+	va_list ap;
+	int n;
+
+	n = snprintf(line, sizeof(line), "libexs[%d]: ", (int)getpid());
+	va_start(ap, fmt);
+	vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	n = (int)strlen(line);
+	line[n++] = '\n';
+	if (write(STDERR_FILENO, line, (size_t)n) < 0) {
+		/* nowhere else to say it */
 	}
 }
 
@@ -70,16 +110,13 @@ void exs_progress_wake(void)
 /* Any thread: take what the CQs hold now (busy polling, guide §7.5). */
 void exs_progress_poll(void)
 {
-	struct exs_conn *c, *next;
+	struct exs_sock *s, *next;
 
 	if (pthread_mutex_trylock(&exs_g.lock))
 		return; /* someone is at it already */
-	for (c = exs_g.conns; c; c = next) {
-		struct exs_sock *s = c->owner;
-
-		next = c->next;
-		exs_conn_progress(s);
-		exs_sock_maybe_finish_close(s); /* may free c: next is taken */
+	for (s = exs_g.sock_list; s; s = next) {
+		next = s->next; /* exs_sock_progress may free s */
+		exs_sock_progress(s);
 	}
 	pthread_mutex_unlock(&exs_g.lock);
 }
@@ -102,15 +139,19 @@ static void *progress_main(void *arg)
 		n = epoll_wait(exs_g.epfd, ev, 16, ticking() ? 100 : -1);
 		for (i = 0; i < n; i++) {
 			if (ev[i].data.u64 & (1ull << 63))
-				exs_ctl_input((int)(uint32_t)ev[i].data.u64);
+				ctl_input((int)(uint32_t)ev[i].data.u64);
 			else if (ev[i].data.ptr == &exs_g.wakefd) {
 				if (read(exs_g.wakefd, &v, sizeof(v)) < 0)
 					continue;
 			} else if (ev[i].data.ptr)
 				dev_input(ev[i].data.ptr);
 		}
-		if (ticking()) {
+		if (ticking() || __atomic_load_n(&exs_g.ctl_lost, __ATOMIC_RELAXED)) {
 			pthread_mutex_lock(&exs_g.lock);
+			if (exs_g.ctl_lost) {
+				exs_g.ctl_lost = false;
+				exs_broker_ctl_lost();
+			}
 			exs_sock_tick(exs_now_ms());
 			pthread_mutex_unlock(&exs_g.lock);
 		}

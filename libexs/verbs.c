@@ -7,6 +7,7 @@
  * exs_mderegister. Called with exs_g.lock held unless noted.
  */
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,4 +139,36 @@ struct ibv_mr *exs_mreg_mr(struct exs_mreg *m, struct exs_dev *d)
 	if (!m->mr[d->index])
 		m->mr[d->index] = ibv_reg_mr(d->pd, m->addr, m->len, access);
 	return m->mr[d->index];
+}
+
+/*
+ * siw transmits from the posting thread's system call, on a TCP socket,
+ * without MSG_NOSIGNAL: after the peer died that raises SIGPIPE, which
+ * would kill an application that never asked for it. `guard` (iWARP) blocks
+ * SIGPIPE around the post and takes back one that the post raised; one
+ * that was already pending stays for the application.
+ */
+int exs_verbs_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, bool guard)
+{
+	static const struct timespec zero;
+	sigset_t pipe, old, pending;
+	struct ibv_send_wr *bad;
+	bool was_pending;
+	int ret;
+
+	if (!guard)
+		return -ibv_post_send(qp, wr, &bad);
+	sigemptyset(&pipe);
+	sigaddset(&pipe, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe, &old);
+	sigpending(&pending);
+	was_pending = sigismember(&pending, SIGPIPE);
+	ret = -ibv_post_send(qp, wr, &bad);
+	if (!was_pending) {
+		sigpending(&pending);
+		if (sigismember(&pending, SIGPIPE))
+			sigtimedwait(&pipe, NULL, &zero);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return ret;
 }

@@ -1,0 +1,523 @@
+/*
+ * The library's half of the connection set-up that exsd brokers (DESIGN:
+ * user-managed QPs): bind, listen, connect and accept as requests to exsd,
+ * and exsd's events (route, QP attributes, establishment, errors,
+ * connection requests) and requests (live counters). It builds a socket's
+ * connection (conn.c) and hands it over once established; it never touches
+ * the data path. Everything here runs with exs_g.lock held; a request that
+ * waits for exsd's reply releases it (exs_ctl_call), so the socket is
+ * marked busy meanwhile (sock.c) and looked at again afterwards.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "exs_int.h"
+
+static void copy_addr(struct sockaddr_storage *dst, socklen_t *len, const ProtobufCBinaryData *b)
+{
+	size_t n = b->len < sizeof(*dst) ? b->len : sizeof(*dst);
+
+	memset(dst, 0, sizeof(*dst));
+	memcpy(dst, b->data, n);
+	*len = (socklen_t)n;
+}
+
+/* What this socket offers in the setup negotiation (guide §6.2). */
+static void offer(const struct exs_sock *s, ExsCtl__Setup *su)
+{
+	su->credits = s->cfg_credits;
+	su->sp_max = s->cfg_sp_max;
+	su->stream_buf = s->cfg_stream_buf;
+}
+
+/* exs_ctl_call for socket `s`, which stays valid across the wait. */
+static int call(struct exs_sock *s, ExsCtl__Msg *m, ExsCtl__Msg **ret_reply)
+{
+	int ret;
+
+	exs_sock_busy(s);
+	ret = exs_ctl_call(m, ret_reply);
+	return ret;
+}
+
+/* After call(): -EBADF when the socket was closed meanwhile (the close has
+ * run now; `s` is gone), else `ret`. */
+static int call_end(struct exs_sock *s, int ret, ExsCtl__Msg **reply)
+{
+	if (!exs_sock_unbusy(s))
+		return ret;
+	if (reply && *reply) {
+		exs_ctl__msg__free_unpacked(*reply, NULL);
+		*reply = NULL;
+	}
+	return -EBADF;
+}
+
+/* ---- listening and accepting */
+
+int exs_broker_bind(struct exs_sock *s, const struct sockaddr *a, socklen_t len)
+{
+	ExsCtl__Msg m, *r = NULL;
+	ExsCtl__Bind b = EXS_CTL__BIND__INIT;
+	int ret;
+
+	if (s->state != EXS_S_NEW || s->busy)
+		return -EINVAL;
+	exs_ctl_msg_init(&m);
+	b.sock = s->id;
+	b.addr.data = (uint8_t *)a;
+	b.addr.len = len;
+	b.type = (uint32_t)s->type;
+	m.body_case = EXS_CTL__MSG__BODY_BIND;
+	m.bind = &b;
+	ret = call(s, &m, &r);
+	if (!ret)
+		s->known_to_exsd = true; /* a close meanwhile must tell exsd */
+	ret = call_end(s, ret, &r);
+	if (ret)
+		return ret;
+	memcpy(&s->local, a, len);
+	s->local_len = len;
+	if (r->body_case == EXS_CTL__MSG__BODY_BIND_REPLY)
+		((struct sockaddr_in *)&s->local)->sin_port = htons((uint16_t)r->bind_reply->port);
+	exs_ctl__msg__free_unpacked(r, NULL);
+	exs_sock_set_state(s, EXS_S_BOUND);
+	return 0;
+}
+
+int exs_broker_listen(struct exs_sock *s, int backlog)
+{
+	ExsCtl__Msg m;
+	ExsCtl__Listen l = EXS_CTL__LISTEN__INIT;
+	int ret;
+
+	if (s->busy)
+		return -EINVAL;
+	if (s->state == EXS_S_NEW) {
+		/* like listen(2): an unbound socket gets the wildcard and a free port */
+		struct sockaddr_storage any = { .ss_family = (sa_family_t)s->domain };
+
+		ret = exs_broker_bind(s, (struct sockaddr *)&any,
+				      s->domain == AF_INET ? sizeof(struct sockaddr_in)
+							   : sizeof(struct sockaddr_in6));
+		if (ret)
+			return ret;
+	}
+	if (s->state != EXS_S_BOUND)
+		return s->state == EXS_S_LISTENING ? -EINVAL : -EISCONN;
+	if (backlog <= 0)
+		backlog = 1;
+	if (backlog > EXS_MAX_BACKLOG)
+		backlog = EXS_MAX_BACKLOG;
+	s->reqs = calloc((size_t)backlog, sizeof(*s->reqs));
+	s->acc = calloc(EXS_MAX_BACKLOG, sizeof(*s->acc));
+	if (!s->reqs || !s->acc) {
+		free(s->reqs);
+		free(s->acc);
+		s->reqs = NULL;
+		s->acc = NULL;
+		return -ENOMEM;
+	}
+	s->backlog = (uint32_t)backlog;
+	s->acc_cap = EXS_MAX_BACKLOG;
+	exs_ctl_msg_init(&m);
+	l.sock = s->id;
+	l.backlog = (uint32_t)backlog;
+	m.body_case = EXS_CTL__MSG__BODY_LISTEN;
+	m.listen = &l;
+	ret = call(s, &m, NULL);
+	if (!ret)
+		exs_sock_set_state(s, EXS_S_LISTENING);
+	return call_end(s, ret, NULL);
+}
+
+static int apply_attrs(struct exs_conn *c, size_t n, ExsCtl__QpAttr **attrs)
+{
+	size_t i;
+	int ret;
+
+	for (i = 0; i < n; i++)
+		if ((ret = exs_conn_modify(c, attrs[i])))
+			return ret;
+	return 0;
+}
+
+static int send_qp_ready(struct exs_sock *s, uint32_t req, bool with_setup)
+{
+	ExsCtl__Msg m;
+	ExsCtl__QpReady q = EXS_CTL__QP_READY__INIT;
+	ExsCtl__Setup su = EXS_CTL__SETUP__INIT;
+
+	exs_ctl_msg_init(&m);
+	q.sock = s->id;
+	q.qpn = s->conn->qp->qp_num;
+	q.conn = req;
+	if (with_setup) {
+		offer(s, &su);
+		q.setup = &su;
+	}
+	m.body_case = EXS_CTL__MSG__BODY_QP_READY;
+	m.qp_ready = &q;
+	return exs_ctl_send(&m);
+}
+
+static int new_conn(struct exs_sock *s, const char *dev, bool iwarp)
+{
+	return exs_conn_create(s->fd, s->type, dev, iwarp, s->cfg_credits,
+			       (void *)(uintptr_t)s->id, &s->conn);
+}
+
+/* The passive side of connection request `rq` on a new socket for `ls`. */
+static int accept_one(struct exs_sock *ls, const ExsCtl__ConnRequest *rq,
+		      const struct exs_accept_slot *slot)
+{
+	struct exs_sock *ns = exs_sock_alloc(ls->domain, ls->type);
+	int ret;
+
+	if (!ns)
+		return -(errno ? errno : ENOMEM);
+	exs_sock_set_state(ns, EXS_S_ACCEPTING);
+	ns->listener_fd = ls->fd;
+	ns->listener_id = ls->id;
+	ns->accepted_by = *slot;
+	ns->cfg_credits = ls->cfg_credits;
+	ns->cfg_sp_max = ls->cfg_sp_max;
+	ns->cfg_stream_buf = ls->cfg_stream_buf;
+	ns->known_to_exsd = true;
+	copy_addr(&ns->peer, &ns->peer_len, &rq->peer_addr);
+	copy_addr(&ns->local, &ns->local_len, &rq->local_addr);
+	ret = new_conn(ns, rq->device, rq->iwarp);
+	if (!ret && rq->iwarp)
+		exs_conn_await_hello(ns->conn); /* MPA: the initiator sends first */
+	if (!ret)
+		ret = apply_attrs(ns->conn, rq->n_attrs, rq->attrs);
+	if (!ret)
+		ret = send_qp_ready(ns, rq->conn, true);
+	if (ret) {
+		ns->known_to_exsd = false;
+		exs_sock_free(ns);
+	}
+	return ret;
+}
+
+/* Pair pending accepts with pending connection requests. */
+static void try_accept(struct exs_sock *ls)
+{
+	while (ls->acc_count && ls->req_count) {
+		struct exs_accept_slot slot = ls->acc[ls->acc_head];
+		ExsCtl__Msg *rm = ls->reqs[ls->req_head];
+		int ret;
+
+		ls->acc_head = (ls->acc_head + 1) % ls->acc_cap;
+		ls->acc_count--;
+		ls->req_head = (ls->req_head + 1) % ls->backlog;
+		ls->req_count--;
+		ret = accept_one(ls, rm->conn_request, &slot);
+		if (ret) {
+			exs_sock_reject(rm->conn_request->conn, -ret);
+			/* the accept keeps waiting for the next request */
+			ls->acc_head = (ls->acc_head + ls->acc_cap - 1) % ls->acc_cap;
+			ls->acc[ls->acc_head] = slot;
+			ls->acc_count++;
+		}
+		exs_ctl__msg__free_unpacked(rm, NULL);
+	}
+}
+
+int exs_broker_accept(struct exs_sock *s, struct exs_accept_slot *slots, int n)
+{
+	int i;
+
+	if (s->state != EXS_S_LISTENING)
+		return -EINVAL;
+	if (!s->known_to_exsd)
+		return -ENETDOWN; /* its exsd went away (see exs_broker_ctl_lost) */
+	if (s->acc_count + (uint32_t)n > s->acc_cap)
+		return -ENOBUFS;
+	for (i = 0; i < n; i++) {
+		s->acc[(s->acc_head + s->acc_count) % s->acc_cap] = slots[i];
+		s->acc_count++;
+		exs_queue_ref(slots[i].q);
+	}
+	try_accept(s);
+	return 0;
+}
+
+static void accept_done(struct exs_sock *ns)
+{
+	struct exs_accept_slot *a = &ns->accepted_by;
+	exs_event_t ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.exs_evt_socket = ns->listener_fd;
+	ev.exs_evt_ahandle = a->aa.exs_ahandle;
+	ev.exs_evt_type = EXS_EVT_ACCEPT;
+	ev.exs_evt_union.exs_evt_accept.exs_evt_new_socket = ns->fd;
+	ev.exs_evt_union.exs_evt_accept.exs_evt_addr = a->aa.exs_addr;
+	if (a->aa.exs_addr && a->aa.exs_addrlen) {
+		socklen_t n = a->aa.exs_addrlen < ns->peer_len ? a->aa.exs_addrlen : ns->peer_len;
+
+		memcpy(a->aa.exs_addr, &ns->peer, n);
+		ev.exs_evt_union.exs_evt_accept.exs_evt_addrlen = ns->peer_len;
+	}
+	exs_queue_post(a->q, &ev);
+}
+
+/* ---- connecting */
+
+int exs_broker_connect(struct exs_sock *s, const struct sockaddr *a, socklen_t len,
+		       const struct timeval *tmo, struct exs_queue *q, exs_ahandle_t ah)
+{
+	ExsCtl__Msg m;
+	ExsCtl__Connect c = EXS_CTL__CONNECT__INIT;
+	ExsCtl__Setup su = EXS_CTL__SETUP__INIT;
+	int ret;
+
+	switch (s->state) {
+	case EXS_S_NEW:
+	case EXS_S_BOUND:
+		if (s->busy)
+			return -EALREADY;
+		break;
+	case EXS_S_CONNECTING:
+		return -EALREADY;
+	case EXS_S_CONNECTED:
+		return -EISCONN;
+	default:
+		return -EINVAL;
+	}
+	exs_sock_busy(s);
+	ret = exs_ctl_ensure(); /* may wait for exsd's HelloReply */
+	ret = call_end(s, ret, NULL);
+	if (ret)
+		return ret;
+	exs_ctl_msg_init(&m);
+	c.sock = s->id;
+	c.addr.data = (uint8_t *)a;
+	c.addr.len = len;
+	c.type = (uint32_t)s->type;
+	offer(s, &su);
+	c.setup = &su;
+	if (tmo)
+		c.timeout_ms = (uint32_t)(tmo->tv_sec * 1000 + tmo->tv_usec / 1000) ?: 1;
+	m.body_case = EXS_CTL__MSG__BODY_CONNECT;
+	m.connect = &c;
+	ret = exs_ctl_send(&m);
+	if (ret)
+		return ret;
+	s->known_to_exsd = true;
+	memcpy(&s->peer, a, len);
+	s->peer_len = len;
+	s->op_q = q;
+	s->op_ah = ah;
+	exs_queue_ref(q);
+	exs_sock_set_state(s, EXS_S_CONNECTING);
+	return 0;
+}
+
+/* A passive socket whose set-up failed: its accept goes back to the
+ * listener (or fails if the listener is gone). */
+static void requeue_accept(struct exs_sock *ns)
+{
+	struct exs_sock *ls = exs_sock_by_id(ns->listener_id);
+
+	if (ls && ls->state == EXS_S_LISTENING && ls->acc_count < ls->acc_cap) {
+		ls->acc_head = (ls->acc_head + ls->acc_cap - 1) % ls->acc_cap;
+		ls->acc[ls->acc_head] = ns->accepted_by;
+		ls->acc_count++;
+	} else {
+		exs_sock_post(ns->accepted_by.q, ns->listener_fd, EXS_EVT_ACCEPT,
+			      ns->accepted_by.aa.exs_ahandle, ECONNABORTED);
+	}
+	ns->known_to_exsd = false;
+	exs_sock_free(ns);
+}
+
+static void established(struct exs_sock *s, ExsCtl__Established *e)
+{
+	int ret = s->conn ? exs_conn_establish(s->conn, e->setup ? e->setup->credits : 0) : -EPROTO;
+
+	if (ret) {
+		exs_sock_tell_exsd_close(s);
+		if (s->state == EXS_S_CONNECTING)
+			exs_sock_connect_failed(s, ret == -EPROTO ? EPROTO : ECONNRESET);
+		else
+			requeue_accept(s);
+		return;
+	}
+	if (e->peer_addr.len)
+		copy_addr(&s->peer, &s->peer_len, &e->peer_addr);
+	if (e->local_addr.len)
+		copy_addr(&s->local, &s->local_len, &e->local_addr);
+	if (s->state == EXS_S_CONNECTING) {
+		exs_sock_set_state(s, EXS_S_CONNECTED);
+		exs_sock_post(s->op_q, s->fd, EXS_EVT_CONNECT, s->op_ah, 0);
+		s->op_q = NULL;
+	} else {
+		exs_sock_set_state(s, EXS_S_CONNECTED);
+		accept_done(s);
+	}
+	/* data that arrived before this point waits in the CQ */
+	exs_sock_progress(s);
+}
+
+static void on_conn_error(struct exs_sock *s, int err)
+{
+	if (err <= 0 || err >= 4096)
+		err = EIO;
+	s->known_to_exsd = false; /* exsd has dropped its CM id */
+	switch (s->state) {
+	case EXS_S_CONNECTING:
+		exs_sock_connect_failed(s, err);
+		break;
+	case EXS_S_ACCEPTING:
+		requeue_accept(s);
+		break;
+	case EXS_S_CONNECTED:
+	case EXS_S_CLOSING:
+		exs_conn_cm_lost(s->conn);
+		exs_sock_maybe_finish_close(s);
+		break;
+	default:
+		break;
+	}
+}
+
+static bool conn_request(ExsCtl__Msg *m)
+{
+	ExsCtl__ConnRequest *rq = m->conn_request;
+	struct exs_sock *ls = exs_sock_by_id(rq->sock);
+
+	if (!ls || ls->state != EXS_S_LISTENING || ls->req_count == ls->backlog) {
+		exs_sock_reject(rq->conn, ECONNREFUSED);
+		return false;
+	}
+	ls->reqs[(ls->req_head + ls->req_count) % ls->backlog] = m;
+	ls->req_count++;
+	try_accept(ls);
+	return true;
+}
+
+/* Active side: the QP took the step exsd asked for (or failed to). */
+static void qp_step_done(struct exs_sock *s, int ret)
+{
+	if (!ret)
+		ret = send_qp_ready(s, 0, false);
+	if (ret) {
+		exs_sock_tell_exsd_close(s);
+		exs_sock_connect_failed(s, -ret);
+	}
+}
+
+/* ---- live counters for exsctl, asked for by exsd */
+
+static void stats(uint32_t seq)
+{
+	ExsCtl__SockStats st[EXS_CTL_STATS_BATCH], *sp[EXS_CTL_STATS_BATCH];
+	ExsCtl__StatsReply r = EXS_CTL__STATS_REPLY__INIT;
+	ExsCtl__Msg m;
+	struct exs_sock *s;
+	size_t n = 0;
+
+	exs_ctl_msg_init(&m);
+	m.seq = seq;
+	m.body_case = EXS_CTL__MSG__BODY_STATS_REPLY;
+	m.stats_reply = &r;
+	r.socks = sp;
+	for (s = exs_g.sock_list; s; s = s->next) {
+		ExsCtl__SockStats *x = &st[n];
+
+		if (s->state != EXS_S_CONNECTED && s->state != EXS_S_CLOSING)
+			continue;
+		if (n == EXS_CTL_STATS_BATCH) {
+			r.n_socks = n;
+			r.more = true;
+			exs_ctl_send(&m);
+			n = 0;
+			x = &st[0];
+		}
+		exs_ctl__sock_stats__init(x);
+		x->sock = s->id;
+		exs_conn_stats(s->conn, x);
+		sp[n++] = x;
+	}
+	r.n_socks = n;
+	r.more = false;
+	exs_ctl_send(&m);
+}
+
+/* An event or request from exsd (progress thread). Takes `m`. */
+void exs_broker_input(ExsCtl__Msg *m)
+{
+	struct exs_sock *s;
+	int ret;
+
+	switch (m->body_case) {
+	case EXS_CTL__MSG__BODY_STATS_REQUEST:
+		stats(m->seq); /* exsd's own request: its seq is not one of ours */
+		break;
+	case EXS_CTL__MSG__BODY_CONN_REQUEST:
+		if (conn_request(m))
+			return; /* kept until accepted */
+		break;
+	case EXS_CTL__MSG__BODY_ROUTE:
+		s = exs_sock_by_id(m->route->sock);
+		if (s && s->state == EXS_S_CONNECTING && !s->conn) {
+			ret = new_conn(s, m->route->device, m->route->iwarp);
+			if (!ret && m->route->init)
+				ret = exs_conn_modify(s->conn, m->route->init);
+			qp_step_done(s, ret);
+		}
+		break;
+	case EXS_CTL__MSG__BODY_RTR:
+		s = exs_sock_by_id(m->rtr->sock);
+		if (s && s->state == EXS_S_CONNECTING && s->conn)
+			qp_step_done(s, apply_attrs(s->conn, m->rtr->n_attrs, m->rtr->attrs));
+		break;
+	case EXS_CTL__MSG__BODY_ESTABLISHED:
+		s = exs_sock_by_id(m->established->sock);
+		if (s && (s->state == EXS_S_CONNECTING || s->state == EXS_S_ACCEPTING))
+			established(s, m->established);
+		break;
+	case EXS_CTL__MSG__BODY_CONN_ERROR:
+		s = exs_sock_by_id(m->conn_error->sock);
+		if (s)
+			on_conn_error(s, m->conn_error->err);
+		break;
+	default:
+		break; /* unknown events from a newer exsd are ignored */
+	}
+	exs_ctl__msg__free_unpacked(m, NULL);
+}
+
+/* The channel to exsd dropped: exsd has forgotten our sockets. */
+void exs_broker_ctl_lost(void)
+{
+	struct exs_sock *s, *next;
+
+	for (s = exs_g.sock_list; s; s = next) {
+		next = s->next; /* requeue_accept frees s */
+		if (!s->known_to_exsd)
+			continue;
+		s->known_to_exsd = false;
+		if (s->state == EXS_S_CONNECTING)
+			exs_sock_connect_failed(s, ENETDOWN);
+		else if (s->state == EXS_S_ACCEPTING)
+			requeue_accept(s);
+	}
+	/* A listener lives in exsd: the accepts waiting on it end with ENETDOWN
+	 * (the next exsd knows nothing of it). Connections keep going. A pass
+	 * of its own, after the one above: requeue_accept() may have given a
+	 * listener back an accept it had already handed out. */
+	for (s = exs_g.sock_list; s; s = s->next) {
+		if (s->state != EXS_S_LISTENING)
+			continue;
+		while (s->acc_count) {
+			struct exs_accept_slot *a = &s->acc[s->acc_head];
+
+			s->acc_head = (s->acc_head + 1) % s->acc_cap;
+			s->acc_count--;
+			exs_sock_post(a->q, s->fd, EXS_EVT_ACCEPT, a->aa.exs_ahandle, ENETDOWN);
+		}
+	}
+}
