@@ -57,6 +57,7 @@ void config_defaults(struct exsd_config *c)
 	c->port_hi = 65535;
 	c->credits = EXSD_DEFAULT_CREDITS;
 	c->busy_poll_us = 1000;
+	c->inline_max = 4096; /* libexs lowers it to what the device takes */
 	c->max_clients = EXSD_MAX_CLIENTS;
 	c->max_sockets = EXSD_MAX_EPS_PER_CLIENT;
 	c->max_listeners = 1024;

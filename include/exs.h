@@ -76,6 +76,14 @@ typedef void *exs_ahandle_t;
 #define EXS_F_SETFLOWCONTROLCREDITS 11
 #define EXS_F_GETSPMAXSIZE 12
 #define EXS_F_SETSPMAXSIZE 13
+#define EXS_F_GETINLINEMAXSIZE 14 /* §7.3: before connect the wish, after it what the device took */
+#define EXS_F_SETINLINEMAXSIZE 15 /* before connect/accept; lowered silently to the device's limit */
+#define EXS_F_SETCOMPTHREADCPU 16 /* §7.4: CPU of the completion thread, INT_MAX = not pinned */
+#define EXS_F_GETSTREAMBUFSIZE 17 /* §7.6: SOCK_STREAM intermediate receive buffer */
+#define EXS_F_SETSTREAMBUFSIZE 18
+/* EXS_F_GETFD / EXS_F_SETFD flags (§7.5, §7.6) */
+#define EXS_FD_BUSYPOLL 0x1 /* the completion thread polls this connection without sleeping */
+#define EXS_FD_NODELAY 0x2  /* no intermediate stream buffer (set by EXS_F_SETSTREAMBUFSIZE 0) */
 
 typedef struct exs_event {
 	int exs_evt_errno;

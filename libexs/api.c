@@ -14,7 +14,9 @@ struct exs_global exs_g = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.ctl_fd = -1,
 	.epfd = -1,
-	.defaults = { .credits = EXS_DEFAULT_CREDITS },
+	.defaults = { .credits = EXS_DEFAULT_CREDITS, .inline_max = EXS_MAX_INLINE,
+		      .busy_poll_us = EXS_SPIN_MAX_US },
+	.comp_cpu = INT_MAX,
 };
 
 #define LOCK() pthread_mutex_lock(&exs_g.lock)
@@ -529,47 +531,27 @@ ssize_t exs_read(int fd, void *buf, size_t len)
 
 /* ---- tuning (guide §7) */
 
+static bool fcntl_takes_arg(int cmd)
+{
+	return cmd == EXS_F_SETFD || cmd == EXS_F_SETFLOWCONTROLCREDITS ||
+	       cmd == EXS_F_SETSPMAXSIZE || cmd == EXS_F_SETINLINEMAXSIZE ||
+	       cmd == EXS_F_SETCOMPTHREADCPU || cmd == EXS_F_SETSTREAMBUFSIZE;
+}
+
 int exs_fcntl(int fd, int cmd, ...)
 {
 	struct exs_sock *s;
 	va_list ap;
-	long arg;
-	int old;
+	int arg = 0, ret;
 
-	va_start(ap, cmd);
-	arg = va_arg(ap, long);
-	va_end(ap);
+	if (fcntl_takes_arg(cmd)) { /* the get commands pass none: read none */
+		va_start(ap, cmd);
+		arg = va_arg(ap, int);
+		va_end(ap);
+	}
 	s = sock_lock(fd);
 	if (!s)
 		return -1;
-	switch (cmd) {
-	case EXS_F_GETFLOWCONTROLCREDITS:
-		old = (int)(s->conn && s->state == EXS_S_CONNECTED ? s->conn->credits : s->cfg_credits);
-		UNLOCK();
-		return old;
-	case EXS_F_SETFLOWCONTROLCREDITS:
-		if (arg < 1 || arg > EXS_MAX_CREDITS)
-			return fail_unlock(-EINVAL);
-		if (s->state != EXS_S_NEW && s->state != EXS_S_BOUND && s->state != EXS_S_LISTENING)
-			return fail_unlock(-EISCONN);
-		old = (int)s->cfg_credits;
-		s->cfg_credits = (uint32_t)arg;
-		UNLOCK();
-		return old;
-	case EXS_F_GETSPMAXSIZE:
-		old = (int)s->cfg_sp_max;
-		UNLOCK();
-		return old;
-	case EXS_F_SETSPMAXSIZE:
-		if (arg < 0 || arg > EXS_MAX_SP_MAX)
-			return fail_unlock(-EINVAL);
-		if (s->state != EXS_S_NEW && s->state != EXS_S_BOUND && s->state != EXS_S_LISTENING)
-			return fail_unlock(-EISCONN);
-		old = (int)s->cfg_sp_max;
-		s->cfg_sp_max = (uint32_t)arg;
-		UNLOCK();
-		return old;
-	default:
-		return fail_unlock(-EINVAL);
-	}
+	ret = exs_sock_fcntl(s, cmd, arg);
+	return ret < 0 ? fail_unlock(ret) : (UNLOCK(), ret);
 }

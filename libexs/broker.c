@@ -163,8 +163,14 @@ static int send_qp_ready(struct exs_sock *s, uint32_t req, bool with_setup)
 
 static int new_conn(struct exs_sock *s, const char *dev, bool iwarp)
 {
-	return exs_conn_create(s->fd, s->type, dev, iwarp, s->cfg_credits,
-			       (void *)(uintptr_t)s->id, &s->conn);
+	struct exs_conn_cfg cfg = {
+		.credits = s->cfg_credits,
+		.inline_max = s->cfg_inline,
+		.busy_poll = s->fd_flags & EXS_FD_BUSYPOLL,
+	};
+
+	return exs_conn_create(s->fd, s->type, dev, iwarp, &cfg, (void *)(uintptr_t)s->id,
+			       &s->conn);
 }
 
 /* The passive side of connection request `rq` on a new socket for `ls`. */
@@ -183,6 +189,8 @@ static int accept_one(struct exs_sock *ls, const ExsCtl__ConnRequest *rq,
 	ns->cfg_credits = ls->cfg_credits;
 	ns->cfg_sp_max = ls->cfg_sp_max;
 	ns->cfg_stream_buf = ls->cfg_stream_buf;
+	ns->cfg_inline = ls->cfg_inline;
+	ns->fd_flags = ls->fd_flags;
 	ns->known_to_exsd = true;
 	copy_addr(&ns->peer, &ns->peer_len, &rq->peer_addr);
 	copy_addr(&ns->local, &ns->local_len, &rq->local_addr);
@@ -335,7 +343,8 @@ static void requeue_accept(struct exs_sock *ns)
 
 static void established(struct exs_sock *s, ExsCtl__Established *e)
 {
-	int ret = s->conn ? exs_conn_establish(s->conn, e->setup ? e->setup->credits : 0) : -EPROTO;
+	int ret = s->conn && e->setup ?
+			  exs_conn_establish(s->conn, e->setup->credits, e->setup->sp_max) : -EPROTO;
 
 	if (ret) {
 		exs_sock_tell_exsd_close(s);

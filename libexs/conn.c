@@ -67,9 +67,10 @@ static uint32_t ctl_slot_msg(const struct exs_conn *c, uint32_t i)
 	return c->nrecv + i;
 }
 
-int exs_conn_create(int fd, int type, const char *devname, bool iwarp, uint32_t credits,
-		    void *cq_ctx, struct exs_conn **ret_conn)
+int exs_conn_create(int fd, int type, const char *devname, bool iwarp,
+		    const struct exs_conn_cfg *cfg, void *cq_ctx, struct exs_conn **ret_conn)
 {
+	uint32_t credits = cfg->credits;
 	struct exs_conn *c;
 	struct ibv_qp_init_attr qa;
 	int err = ENOMEM;
@@ -87,6 +88,9 @@ int exs_conn_create(int fd, int type, const char *devname, bool iwarp, uint32_t 
 	}
 	err = ENOMEM;
 	c->iwarp = iwarp;
+	/* §7.3: the wish, lowered silently to what the device takes */
+	c->inline_max = cfg->inline_max < 0 || cfg->inline_max > c->dev->max_inline ?
+				c->dev->max_inline : (uint32_t)cfg->inline_max;
 	c->alloc = c->credits = credits;
 	c->nrecv = 2 * credits + EXS_WIRE_SPARE;
 	c->nsend = 3 * credits + EXS_WIRE_SPARE; /* adverts, DONEs, MOREs */
@@ -125,9 +129,15 @@ int exs_conn_create(int fd, int type, const char *devname, bool iwarp, uint32_t 
 	qa.cap.max_send_wr = c->nsend + credits * c->dev->max_chunks + 4;
 	qa.cap.max_recv_wr = c->nrecv;
 	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	qa.cap.max_inline_data = c->inline_max;
 	c->qp = ibv_create_qp(c->dev->pd, &qa);
 	if (!c->qp)
 		goto fail_errno;
+	if (cfg->busy_poll) {
+		c->busy_poll = true;
+		exs_g.nbusypoll++;
+		exs_progress_wake();
+	}
 	*ret_conn = c;
 	return 0;
 fail_errno:
@@ -145,6 +155,8 @@ void exs_conn_destroy(struct exs_conn *c)
 		return;
 	if (c->link == EXS_LINK_PROBING)
 		exs_g.nprobing--;
+	if (c->busy_poll)
+		exs_g.nbusypoll--;
 	for (i = 0; i < c->alloc && c->rop && c->sop; i++) {
 		if (c->rop[i].tmp_mr)
 			ibv_dereg_mr(c->rop[i].tmp_mr);
@@ -157,6 +169,9 @@ void exs_conn_destroy(struct exs_conn *c)
 		ibv_destroy_cq(c->cq);
 	if (c->msg_mr)
 		ibv_dereg_mr(c->msg_mr);
+	if (c->sp_mr)
+		ibv_dereg_mr(c->sp_mr);
+	free(c->sp_buf);
 	free(c->msg);
 	free(c->ctl_free);
 	free(c->ctl_op);
@@ -229,6 +244,8 @@ static int post_slot(struct exs_conn *c, uint32_t i)
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_SEND;
 	wr.send_flags = IBV_SEND_SIGNALED;
+	if (sizeof(*m) <= c->inline_max)
+		wr.send_flags |= IBV_SEND_INLINE;
 	return post_send(c, &wr);
 }
 
@@ -284,14 +301,40 @@ static int on_hello(struct exs_conn *c)
 	return 0;
 }
 
-/* exsd says the CM exchange is over, with the negotiated credits (which
- * never exceed what this side allocated). The active iWARP side sends its
- * HELLO now: the passive side waits for it before it sends anything. */
-int exs_conn_establish(struct exs_conn *c, uint32_t credits)
+/* §7.2: SEQPACKET small packets go through registered library buffers,
+ * one receive and one send buffer per credit. Without the memory (or the
+ * pinning: RLIMIT_MEMLOCK) the connection does without them. */
+static void sp_setup(struct exs_conn *c, uint32_t sp_max)
 {
-	if (credits == 0 || credits > c->alloc)
+	size_t n = (size_t)2 * c->alloc * sp_max;
+
+	if (!sp_max || !c->seq || !(c->sp_buf = malloc(n)))
+		return;
+	c->sp_mr = ibv_reg_mr(c->dev->pd, c->sp_buf, n,
+			      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!c->sp_mr) {
+		free(c->sp_buf);
+		c->sp_buf = NULL;
+		return;
+	}
+	c->sp_max = sp_max;
+}
+
+static char *sp_slot(const struct exs_conn *c, bool send, uint32_t i)
+{
+	return c->sp_buf + ((size_t)(send ? c->alloc : 0) + i) * c->sp_max;
+}
+
+/* exsd says the CM exchange is over, with the negotiated credits (which
+ * never exceed what this side allocated) and small-packet size. The active
+ * iWARP side sends its HELLO now: the passive side waits for it before it
+ * sends anything. */
+int exs_conn_establish(struct exs_conn *c, uint32_t credits, uint32_t sp_max)
+{
+	if (credits == 0 || credits > c->alloc || sp_max > EXS_MAX_SP_MAX)
 		return -EPROTO;
 	c->credits = credits;
+	sp_setup(c, sp_max);
 	if (c->iwarp && !c->await_hello)
 		return post_ctl_type(c, EXS_WIRE_HELLO);
 	return 0;
@@ -311,6 +354,8 @@ static void op_complete(struct exs_conn *c, struct exs_op *op, int err, size_t l
 	ev.exs_evt_union.exs_evt_xfer.exs_evt_mhandle = op->user_mh;
 	ev.exs_evt_union.exs_evt_xfer.exs_evt_length = len;
 	ev.exs_evt_union.exs_evt_xfer.exs_evt_amount_lost = lost;
+	if (!is_send && len && op->lbuf != op->buf)
+		memcpy(op->buf, op->lbuf, len); /* a small packet */
 	if (op->tmp_mr)
 		ibv_dereg_mr(op->tmp_mr);
 	if (op->mreg && op->mreg->refs)
@@ -407,7 +452,7 @@ static void match(struct exs_conn *c)
 			struct ibv_send_wr wr;
 
 			chunk = n - off < c->dev->max_msg_sz ? n - off : c->dev->max_msg_sz;
-			sge = (struct ibv_sge){ .addr = (uintptr_t)op->buf + op->done + off,
+			sge = (struct ibv_sge){ .addr = (uintptr_t)op->lbuf + op->done + off,
 						.length = chunk, .lkey = op->lkey };
 			memset(&wr, 0, sizeof(wr));
 			wr.wr_id = WR_ID(WR_WRITE, oi);
@@ -422,6 +467,8 @@ static void match(struct exs_conn *c)
 			} else {
 				wr.opcode = IBV_WR_RDMA_WRITE;
 			}
+			if (chunk <= c->inline_max)
+				wr.send_flags |= IBV_SEND_INLINE;
 			ret = post_send(c, &wr);
 			off += chunk;
 		} while (!ret && off < n);
@@ -458,20 +505,17 @@ static int credits_in_use(uint32_t alloc, uint32_t nfree)
 	return (int)(alloc - nfree);
 }
 
-/* Register what the operation needs on this connection's device (op->mreg:
- * the caller's registration, NULL for an unregistered buffer) and take the
- * references it holds until it completes. */
-static int op_start(struct exs_conn *c, struct exs_op *op)
+/* Make the operation's buffer usable by the device and take the
+ * references it holds until it completes. op->mreg is the caller's
+ * registration, NULL for an unregistered buffer, which is sent inline
+ * (§7.3), copied through the small-packet buffer of slot `i` (§7.2), or
+ * else registered for this call alone. */
+static int op_start(struct exs_conn *c, struct exs_op *op, uint32_t i)
 {
-	if (!op->mreg) {
-		op->tmp_mr = ibv_reg_mr(c->dev->pd, op->buf, op->len,
-					op->kind == EXS_EVT_RECV ?
-						IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE : 0);
-		if (!op->tmp_mr)
-			return -(errno ? errno : ENOMEM);
-		op->lkey = op->tmp_mr->lkey;
-		op->rkey = op->tmp_mr->rkey;
-	} else {
+	bool send = op->kind == EXS_EVT_SEND;
+
+	op->lbuf = op->buf;
+	if (op->mreg) {
 		struct ibv_mr *mr = exs_mreg_mr(op->mreg, c->dev);
 
 		if (!mr)
@@ -479,6 +523,21 @@ static int op_start(struct exs_conn *c, struct exs_op *op)
 		op->mreg->refs++;
 		op->lkey = mr->lkey;
 		op->rkey = mr->rkey;
+	} else if (send && op->len <= c->inline_max) {
+		op->lkey = 0; /* the device copies it when the write is posted */
+	} else if (op->len <= c->sp_max) {
+		op->lbuf = sp_slot(c, send, i);
+		if (send)
+			memcpy(op->lbuf, op->buf, op->len);
+		op->lkey = c->sp_mr->lkey;
+		op->rkey = c->sp_mr->rkey;
+	} else {
+		op->tmp_mr = ibv_reg_mr(c->dev->pd, op->buf, op->len,
+					send ? 0 : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+		if (!op->tmp_mr)
+			return -(errno ? errno : ENOMEM);
+		op->lkey = op->tmp_mr->lkey;
+		op->rkey = op->tmp_mr->rkey;
 	}
 	if (op->q)
 		exs_queue_ref(op->q);
@@ -511,7 +570,7 @@ int exs_conn_recv(struct exs_conn *c, const struct exs_op *t)
 	op = &c->rop[slot];
 	*op = *t;
 	op->kind = EXS_EVT_RECV;
-	if ((ret = op_start(c, op))) {
+	if ((ret = op_start(c, op, slot))) {
 		memset(op, 0, sizeof(*op));
 		return ret;
 	}
@@ -523,7 +582,7 @@ int exs_conn_recv(struct exs_conn *c, const struct exs_op *t)
 		return 0;
 	}
 	ret = post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_ADVERT, .slot = slot,
-			.addr = (uintptr_t)op->buf, .rkey = op->rkey, .len = (uint32_t)op->len,
+			.addr = (uintptr_t)op->lbuf, .rkey = op->rkey, .len = (uint32_t)op->len,
 			.flags = (!c->seq && (op->flags & MSG_WAITALL)) ? EXS_WIRE_ADV_WAITALL : 0 },
 		       -1);
 	if (ret) {
@@ -550,7 +609,7 @@ int exs_conn_send(struct exs_conn *c, const struct exs_op *t)
 	oi = c->sfree[c->nsfree - 1];
 	c->sop[oi] = *t;
 	c->sop[oi].kind = EXS_EVT_SEND;
-	if ((ret = op_start(c, &c->sop[oi]))) {
+	if ((ret = op_start(c, &c->sop[oi], oi))) {
 		memset(&c->sop[oi], 0, sizeof(c->sop[oi]));
 		return ret;
 	}

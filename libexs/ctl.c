@@ -94,9 +94,12 @@ static void take_defaults(const ExsCtl__SocketDefaults *d)
 		exs_g.defaults.credits = d->credits;
 	if (d->sp_max <= EXS_MAX_SP_MAX)
 		exs_g.defaults.sp_max = d->sp_max;
-	exs_g.defaults.inline_max = d->inline_max;
-	exs_g.defaults.stream_buffer = d->stream_buffer;
-	exs_g.defaults.busy_poll_us = d->busy_poll_us;
+	if (d->inline_max <= EXS_MAX_INLINE)
+		exs_g.defaults.inline_max = d->inline_max;
+	if (d->stream_buffer <= EXS_MAX_STREAM_BUF)
+		exs_g.defaults.stream_buffer = d->stream_buffer;
+	if (d->busy_poll_us <= EXS_MAX_BUSY_POLL_US)
+		exs_g.defaults.busy_poll_us = d->busy_poll_us;
 }
 
 static int ctl_open(void)

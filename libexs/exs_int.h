@@ -41,6 +41,8 @@
 #define EXS_DEFAULT_CREDITS 32
 #define EXS_MAX_BACKLOG 4096
 #define EXS_MAX_SP_MAX 65536 /* small-packet maximum size */
+#define EXS_MAX_INLINE 4096 /* the most inline data asked of a device */
+#define EXS_MAX_STREAM_BUF INT32_MAX
 #define EXS_MAX_XFER ((size_t)INT32_MAX)
 #define EXS_MAX_DEVS 16
 #define EXS_MAX_CHUNKS 16 /* writes per message, for devices with a small max_msg_sz */
@@ -84,7 +86,8 @@ int exs_queue_status(struct exs_queue *q, int attr, int *value);
 extern void (*exs_queue_poll_hook)(void);
 #define EXS_SPIN_MIN_US 5
 #define EXS_SPIN_START_US 50
-#define EXS_SPIN_MAX_US 1000
+#define EXS_SPIN_MAX_US 1000 /* the adaptive budget's default ceiling (exs.conf busy_poll_us) */
+#define EXS_MAX_BUSY_POLL_US 1000000
 
 /* ---- verbs.c: devices and registrations */
 struct exs_dev {
@@ -96,6 +99,7 @@ struct exs_dev {
 	struct ibv_device_attr attr;
 	uint32_t max_msg_sz;
 	unsigned max_chunks; /* writes one message may take */
+	uint32_t max_inline; /* the largest max_inline_data its QPs accept */
 };
 struct exs_mreg {
 	uint32_t magic;
@@ -127,6 +131,7 @@ struct exs_op {
 	exs_mhandle_t user_mh;
 	struct exs_mreg *mreg;  /* explicit registration (ref held) */
 	struct ibv_mr *tmp_mr;  /* implicit registration of this call */
+	char *lbuf; /* what the device reads or writes: buf, or a small-packet buffer */
 	uint32_t lkey, rkey;
 };
 
@@ -160,6 +165,11 @@ struct exs_conn {
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
 	bool iwarp;
+	bool busy_poll; /* EXS_FD_BUSYPOLL: the progress thread polls its CQ */
+	uint32_t inline_max; /* §7.3: sends up to this many bytes go inline */
+	uint32_t sp_max; /* §7.2: negotiated small-packet size; 0 none */
+	char *sp_buf; /* SEQPACKET small packets: alloc receive then alloc send buffers */
+	struct ibv_mr *sp_mr;
 	enum exs_tx_state tx;
 	enum exs_rx_state rx;
 	enum exs_link_state link;
@@ -191,12 +201,18 @@ struct exs_conn {
 	uint64_t probe_deadline_ms;
 	uint64_t bytes_sent, bytes_rcvd, sends, recvs, errors; /* for exsctl */
 };
-int exs_conn_create(int fd, int type, const char *dev, bool iwarp, uint32_t credits, void *cq_ctx,
-		    struct exs_conn **ret_conn);
+/* what a socket asks of its connection */
+struct exs_conn_cfg {
+	uint32_t credits;
+	int64_t inline_max; /* <0: the device's largest */
+	bool busy_poll;
+};
+int exs_conn_create(int fd, int type, const char *dev, bool iwarp, const struct exs_conn_cfg *cfg,
+		    void *cq_ctx, struct exs_conn **ret_conn);
 void exs_conn_destroy(struct exs_conn *c);
 int exs_conn_modify(struct exs_conn *c, const ExsCtl__QpAttr *a);
 void exs_conn_await_hello(struct exs_conn *c);
-int exs_conn_establish(struct exs_conn *c, uint32_t credits);
+int exs_conn_establish(struct exs_conn *c, uint32_t credits, uint32_t sp_max);
 int exs_conn_send(struct exs_conn *c, const struct exs_op *tmpl);
 int exs_conn_recv(struct exs_conn *c, const struct exs_op *tmpl);
 void exs_conn_progress(struct exs_conn *c);
@@ -243,6 +259,8 @@ struct exs_sock {
 	struct exs_sock *next, *prev; /* exs_g.sock_list: every socket */
 	int domain, type;
 	uint32_t cfg_credits, cfg_sp_max, cfg_stream_buf;
+	int64_t cfg_inline; /* <0: the device's largest */
+	int fd_flags; /* EXS_FD_* */
 	bool known_to_exsd;
 	/* a call to exsd is in flight (the lock is released while it waits):
 	 * a close meanwhile is deferred until it returns */
@@ -298,6 +316,7 @@ int exs_sock_close(struct exs_sock *s, int flags, struct exs_queue *q, exs_ahand
 void exs_sock_busy(struct exs_sock *s);
 bool exs_sock_unbusy(struct exs_sock *s);
 int exs_sock_shutdown(struct exs_sock *s, int dirs, struct exs_queue *q, exs_ahandle_t ah);
+int exs_sock_fcntl(struct exs_sock *s, int cmd, int arg);
 
 /* ---- broker.c: the library's half of the connection set-up that exsd
  * brokers, and what else exsd tells or asks about sockets */
@@ -323,6 +342,7 @@ void exs_progress_wake(void);
 uint64_t exs_now_ms(void);
 int exs_progress_add_fd(int fd, void *tag);
 void exs_progress_del_fd(int fd);
+int exs_progress_pin(int cpu);
 
 /* EXS_DEBUG set: state changes are written to stderr ("from -> to") */
 void exs_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -336,6 +356,8 @@ struct exs_global {
 	int epfd, wakefd;
 	unsigned nclosing; /* sockets in EXS_S_CLOSING: the progress thread ticks */
 	unsigned nprobing; /* connections waiting for a PONG: it ticks too */
+	unsigned nbusypoll; /* EXS_FD_BUSYPOLL connections: it never sleeps */
+	int comp_cpu; /* EXS_F_SETCOMPTHREADCPU; INT_MAX: not pinned */
 	bool ctl_lost; /* the channel dropped: the progress thread tells broker.c */
 	pthread_t thread;
 	int ctl_fd;
@@ -350,7 +372,7 @@ struct exs_global {
 	/* what a new socket starts with: built in, then exsd's (HelloReply) */
 	struct exs_defaults {
 		uint32_t credits, sp_max;
-		uint32_t inline_max, stream_buffer, busy_poll_us; /* carried, unused yet */
+		uint32_t inline_max, stream_buffer, busy_poll_us;
 	} defaults;
 };
 extern struct exs_global exs_g;

@@ -5,6 +5,8 @@
  * turn them into state changes and user events. It takes exs_g.lock only
  * while it processes.
  */
+#include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -121,6 +123,44 @@ void exs_progress_poll(void)
 	pthread_mutex_unlock(&exs_g.lock);
 }
 
+/* EXS_F_SETCOMPTHREADCPU (guide §7.4): the progress thread is the
+ * completion thread of every connection in the process, so the pinning is
+ * the process's. Returns the old CPU (INT_MAX: not pinned) or -errno. */
+int exs_progress_pin(int cpu)
+{
+	cpu_set_t set;
+	int old = exs_g.comp_cpu, ret;
+
+	if (cpu != INT_MAX && (cpu < 0 || cpu >= CPU_SETSIZE))
+		return -EINVAL;
+	CPU_ZERO(&set);
+	if (cpu == INT_MAX) {
+		if (sched_getaffinity(0, sizeof(set), &set)) /* the process's own CPUs */
+			return -errno;
+	} else {
+		CPU_SET(cpu, &set);
+	}
+	ret = pthread_setaffinity_np(exs_g.thread, sizeof(set), &set);
+	if (ret)
+		return -ret; /* EINVAL: no such CPU online or allowed */
+	exs_g.comp_cpu = cpu;
+	return old;
+}
+
+/* EXS_FD_BUSYPOLL connections (guide §7.5): poll their CQs. */
+static void busy_poll(void)
+{
+	struct exs_sock *s, *next;
+
+	pthread_mutex_lock(&exs_g.lock);
+	for (s = exs_g.sock_list; s; s = next) {
+		next = s->next; /* exs_sock_progress may free s */
+		if (s->conn && s->conn->busy_poll)
+			exs_sock_progress(s);
+	}
+	pthread_mutex_unlock(&exs_g.lock);
+}
+
 static bool ticking(void)
 {
 	return __atomic_load_n(&exs_g.nclosing, __ATOMIC_RELAXED) ||
@@ -136,7 +176,11 @@ static void *progress_main(void *arg)
 	(void)arg;
 	for (;;) {
 		/* tick while sockets close or probe their peer: no deadline is missed */
-		n = epoll_wait(exs_g.epfd, ev, 16, ticking() ? 100 : -1);
+		bool polling = __atomic_load_n(&exs_g.nbusypoll, __ATOMIC_RELAXED);
+
+		n = epoll_wait(exs_g.epfd, ev, 16, polling ? 0 : ticking() ? 100 : -1);
+		if (polling)
+			busy_poll();
 		for (i = 0; i < n; i++) {
 			if (ev[i].data.u64 & (1ull << 63))
 				ctl_input((int)(uint32_t)ev[i].data.u64);

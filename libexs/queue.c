@@ -229,7 +229,7 @@ static uint64_t now_us(void)
  * Adaptive waiting (EXS_WAIT_ADAPTIVE, guide §11.2.7): before sleeping,
  * poll the completion queues from this thread for up to q->spin_us. The
  * budget follows how long waits really take: a wait that ended within
- * EXS_SPIN_MAX_US sets it to twice that wait, so the next one is caught
+ * busy_poll_us / 2 sets it to twice that wait, so the next one is caught
  * spinning; a longer wait halves it. EXS_WAIT_BUSY_POLL spins for the
  * whole timeout, EXS_WAIT_NOTIFY never spins. Called with q->lock held;
  * returns with it held.
@@ -256,14 +256,16 @@ static void spin(struct exs_queue *q, unsigned want, const struct timeval *tmo)
 
 static void adapt(struct exs_queue *q, uint64_t waited_us)
 {
-	if (waited_us < EXS_SPIN_MAX_US / 2)
+	unsigned ceiling = exs_g.defaults.busy_poll_us; /* exs.conf busy_poll_us */
+
+	if (waited_us < ceiling / 2)
 		q->spin_us = waited_us * 2 > q->spin_us ? (unsigned)waited_us * 2 : q->spin_us;
 	else
 		q->spin_us /= 2;
 	if (q->spin_us < EXS_SPIN_MIN_US)
 		q->spin_us = EXS_SPIN_MIN_US;
-	if (q->spin_us > EXS_SPIN_MAX_US)
-		q->spin_us = EXS_SPIN_MAX_US;
+	if (q->spin_us > ceiling)
+		q->spin_us = ceiling;
 }
 
 int exs_queue_dequeue(struct exs_queue *q, exs_event_t *ev, int count, const struct timeval *tmo)

@@ -118,6 +118,8 @@ struct exs_sock *exs_sock_alloc(int domain, int type)
 	s->cfg_credits = exs_g.defaults.credits;
 	s->cfg_sp_max = exs_g.defaults.sp_max;
 	s->cfg_stream_buf = exs_g.defaults.stream_buffer;
+	s->cfg_inline = exs_g.defaults.inline_max;
+	s->fd_flags = s->cfg_stream_buf ? 0 : EXS_FD_NODELAY;
 	s->listener_fd = -1;
 	s->next = exs_g.sock_list;
 	if (s->next)
@@ -421,4 +423,79 @@ int exs_sock_close(struct exs_sock *s, int flags, struct exs_queue *q, exs_ahand
 	}
 	close_now(s, flags);
 	return 0;
+}
+
+/* ---- tuning (guide §7) */
+
+static bool before_connect(const struct exs_sock *s)
+{
+	return s->state == EXS_S_NEW || s->state == EXS_S_BOUND || s->state == EXS_S_LISTENING;
+}
+
+/* Set *field to `arg` before connect/accept; returns the old value. */
+static int set_before_connect(const struct exs_sock *s, uint32_t *field, int arg, int64_t lo,
+			      int64_t hi)
+{
+	int old = (int)*field;
+
+	if (arg < lo || arg > hi)
+		return -EINVAL;
+	if (!before_connect(s))
+		return -EISCONN;
+	*field = (uint32_t)arg;
+	return old;
+}
+
+/* exs_fcntl (guide §7): the command's result (>= 0), or -errno. */
+int exs_sock_fcntl(struct exs_sock *s, int cmd, int arg)
+{
+	struct exs_conn *c = s->state == EXS_S_CONNECTED ? s->conn : NULL;
+	int old;
+
+	switch (cmd) {
+	case EXS_F_GETFLOWCONTROLCREDITS:
+		return (int)(c ? c->credits : s->cfg_credits);
+	case EXS_F_SETFLOWCONTROLCREDITS:
+		return set_before_connect(s, &s->cfg_credits, arg, 1, EXS_MAX_CREDITS);
+	case EXS_F_GETSPMAXSIZE:
+		return (int)(c ? c->sp_max : s->cfg_sp_max);
+	case EXS_F_SETSPMAXSIZE:
+		return set_before_connect(s, &s->cfg_sp_max, arg, 0, EXS_MAX_SP_MAX);
+	case EXS_F_GETINLINEMAXSIZE:
+		if (c)
+			return (int)c->inline_max;
+		return (int)(s->cfg_inline < 0 ? EXS_MAX_INLINE : s->cfg_inline);
+	case EXS_F_SETINLINEMAXSIZE:
+		if (arg < 0)
+			return -EINVAL;
+		if (!before_connect(s))
+			return -EISCONN;
+		old = (int)(s->cfg_inline < 0 ? EXS_MAX_INLINE : s->cfg_inline);
+		s->cfg_inline = arg > EXS_MAX_INLINE ? EXS_MAX_INLINE : arg;
+		return old;
+	case EXS_F_SETCOMPTHREADCPU:
+		return exs_progress_pin(arg);
+	case EXS_F_GETSTREAMBUFSIZE:
+		/* the intermediate buffer is not built yet: a connection has none */
+		return (int)(c ? 0 : s->cfg_stream_buf);
+	case EXS_F_SETSTREAMBUFSIZE:
+		old = set_before_connect(s, &s->cfg_stream_buf, arg, 0, EXS_MAX_STREAM_BUF);
+		if (old >= 0 && arg == 0)
+			s->fd_flags |= EXS_FD_NODELAY;
+		else if (old >= 0)
+			s->fd_flags &= ~EXS_FD_NODELAY;
+		return old;
+	case EXS_F_GETFD:
+		return s->fd_flags;
+	case EXS_F_SETFD:
+		if (arg & ~(EXS_FD_BUSYPOLL | EXS_FD_NODELAY))
+			return -EINVAL;
+		if (!before_connect(s) && ((arg ^ s->fd_flags) & EXS_FD_BUSYPOLL))
+			return -EISCONN; /* chosen when the connection is made */
+		old = s->fd_flags;
+		s->fd_flags = arg;
+		return old;
+	default:
+		return -EINVAL;
+	}
 }

@@ -14,6 +14,48 @@
 
 #include "exs_int.h"
 
+/* Is a QP with this much inline data what the device takes? */
+static bool inline_ok(struct exs_dev *d, struct ibv_cq *cq, uint32_t n)
+{
+	struct ibv_qp_init_attr qa = {
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1,
+			 .max_recv_sge = 1, .max_inline_data = n },
+	};
+	struct ibv_qp *qp = ibv_create_qp(d->pd, &qa);
+
+	if (!qp)
+		return false;
+	ibv_destroy_qp(qp);
+	return true;
+}
+
+/*
+ * §7.3: the largest inline size the device accepts, found by asking it
+ * (providers refuse a QP whose max_inline_data is above their limit; the
+ * device attributes do not say the limit). A binary search, once per device.
+ */
+static uint32_t probe_inline(struct exs_dev *d)
+{
+	struct ibv_cq *cq = ibv_create_cq(d->ctx, 2, NULL, NULL, 0);
+	uint32_t lo = 0, hi = EXS_MAX_INLINE;
+
+	if (!cq)
+		return 0;
+	if (inline_ok(d, cq, hi))
+		lo = hi;
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (inline_ok(d, cq, mid))
+			lo = mid;
+		else
+			hi = mid;
+	}
+	ibv_destroy_cq(cq);
+	return lo;
+}
+
 struct exs_dev *exs_dev_get(const char *name, int *ret_err)
 {
 	struct ibv_device **list;
@@ -59,6 +101,7 @@ struct exs_dev *exs_dev_get(const char *name, int *ret_err)
 	d->chan = d->pd ? ibv_create_comp_channel(d->ctx) : NULL;
 	if (!d->chan)
 		goto fail;
+	d->max_inline = probe_inline(d);
 	fcntl(d->chan->fd, F_SETFL, fcntl(d->chan->fd, F_GETFL) | O_NONBLOCK);
 	d->index = exs_g.ndevs;
 	err = -exs_progress_add_fd(d->chan->fd, d);

@@ -13,6 +13,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -105,6 +106,10 @@ static size_t ev_len(const exs_event_t *ev)
 	return ev->exs_evt_union.exs_evt_xfer.exs_evt_length;
 }
 
+/* when set, applied to both ends before connect/listen (guide §7 checks):
+ * `active` tells the connecting end from the listener; non-zero fails */
+static int (*tune)(int fd, bool active);
+
 static int listener(int type, uint16_t port, int backlog, int credits)
 {
 	struct sockaddr_in sa = addr_of(port);
@@ -113,6 +118,7 @@ static int listener(int type, uint16_t port, int backlog, int credits)
 	if (fd < 0)
 		return -1;
 	if ((credits && exs_fcntl(fd, EXS_F_SETFLOWCONTROLCREDITS, credits) < 0) ||
+	    (tune && tune(fd, false)) ||
 	    exs_bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
 	    exs_listen(fd, backlog)) {
 		exs_blocking_close(fd);
@@ -136,6 +142,7 @@ static bool make_pair(int type, int credits_a, int credits_b, int *a, int *b)
 		goto out;
 	*a = exs_socket(AF_INET, type, 0);
 	if (*a < 0 || (credits_a && exs_fcntl(*a, EXS_F_SETFLOWCONTROLCREDITS, credits_a) < 0) ||
+	    (tune && tune(*a, true)) ||
 	    exs_connect(*a, (struct sockaddr *)&sa, sizeof(sa), EXS_BLOCK, NULL, NULL, NULL))
 		goto out;
 	ev = next_event(q, WAIT_S * 1000);
@@ -755,6 +762,185 @@ static void on_alarm(int sig)
 	_exit(1);
 }
 
+/* ---- §7: tuning */
+
+static int sp_a, sp_b, inl_a, inl_b, fdflags_a;
+
+static int tune_sp(int fd, bool active)
+{
+	return exs_fcntl(fd, EXS_F_SETSPMAXSIZE, active ? sp_a : sp_b) < 0;
+}
+
+static int tune_inline(int fd, bool active)
+{
+	int v = active ? inl_a : inl_b;
+
+	return v >= 0 && exs_fcntl(fd, EXS_F_SETINLINEMAXSIZE, v) < 0;
+}
+
+static int tune_busypoll(int fd, bool active)
+{
+	if (!active)
+		return 0;
+	return exs_fcntl(fd, EXS_F_SETFD, exs_fcntl(fd, EXS_F_GETFD, 0) | fdflags_a) < 0;
+}
+
+/* n SEQPACKET messages of sizes cycling over `sizes`, each checked; the
+ * receives are as large as `rlen` (a smaller one reports the rest lost) */
+static bool exchange(int a, int b, const size_t *sizes, int nsizes, int n, size_t rlen, bool reg)
+{
+	static char sbuf[1 << 17], rbuf[1 << 17];
+	exs_mhandle_t smh = UNREG, rmh = UNREG;
+	exs_qhandle_t q = exs_qcreate(4);
+	bool ok = q != EXS_QHANDLE_INVALID;
+
+	if (reg) {
+		smh = exs_mregister(sbuf, sizeof(sbuf), 0);
+		rmh = exs_mregister(rbuf, sizeof(rbuf), 0);
+		ok = ok && smh != EXS_MHANDLE_INVALID && rmh != EXS_MHANDLE_INVALID;
+	}
+	for (int i = 0; ok && i < n; i++) {
+		size_t len = sizes[i % nsizes], want = len < rlen ? len : rlen;
+		exs_event_t ev;
+
+		memset(rbuf, 0, rlen);
+		fill(sbuf, len, (unsigned)i);
+		ok = exs_recv(b, rbuf, rlen, 0, q, NULL, rmh) == 0 &&
+		     exs_send(a, sbuf, len, EXS_BLOCK, NULL, NULL, smh) == (ssize_t)len;
+		ev = next_event(q, WAIT_S * 1000);
+		ok = ok && ev.exs_evt_type == EXS_EVT_RECV && !ev.exs_evt_errno &&
+		     ev_len(&ev) == want &&
+		     ev.exs_evt_union.exs_evt_xfer.exs_evt_amount_lost == len - want &&
+		     same(rbuf, want, (unsigned)i);
+		if (!ok)
+			printf("  (message %d of %zu B into %zu B: type %d errno %d len %zu)\n", i, len,
+			       rlen, ev.exs_evt_type, ev.exs_evt_errno, ev_len(&ev));
+	}
+	if (reg) {
+		exs_mderegister(smh, 0);
+		exs_mderegister(rmh, 0);
+	}
+	if (q)
+		exs_qdelete(q);
+	return ok;
+}
+
+static void tuning(void)
+{
+	static const size_t small[] = { 1, 7, 64, 100, 128 }, mixed[] = { 3, 128, 4000, 90, 70000 };
+	int fd = exs_socket(AF_INET, SOCK_SEQPACKET, 0), sfd = exs_socket(AF_INET, SOCK_STREAM, 0);
+	int a, b, v, dev_max;
+
+	/* §7.2 small packets: the setting, its bounds, the negotiated minimum */
+	report(exs_fcntl(fd, EXS_F_GETSPMAXSIZE) == 0, "7.2", "small-packet size defaults to 0");
+	expect_err("7.2", "EXS_F_SETSPMAXSIZE -1", exs_fcntl(fd, EXS_F_SETSPMAXSIZE, -1), EINVAL);
+	expect_err("7.2", "EXS_F_SETSPMAXSIZE above 65536", exs_fcntl(fd, EXS_F_SETSPMAXSIZE, 65537),
+		   EINVAL);
+	report(exs_fcntl(fd, EXS_F_SETSPMAXSIZE, 256) == 0 && exs_fcntl(fd, EXS_F_GETSPMAXSIZE) == 256,
+	       "7.2", "EXS_F_SETSPMAXSIZE returns the old value; GET reads the new one");
+	sp_a = 256, sp_b = 128, tune = tune_sp;
+	if (make_pair(SOCK_SEQPACKET, 0, 0, &a, &b)) {
+		report(exs_fcntl(a, EXS_F_GETSPMAXSIZE) == 128 && exs_fcntl(b, EXS_F_GETSPMAXSIZE) == 128,
+		       "7.2", "after connect both ends read the negotiated minimum, 128 (got %d, %d)",
+		       exs_fcntl(a, EXS_F_GETSPMAXSIZE), exs_fcntl(b, EXS_F_GETSPMAXSIZE));
+		expect_err("7.2", "EXS_F_SETSPMAXSIZE on a connected socket",
+			   exs_fcntl(a, EXS_F_SETSPMAXSIZE, 64), EISCONN);
+		report(exchange(a, b, small, 5, 300, 128, false), "7.2",
+		       "300 unregistered small packets (1-128 B) through the library buffers, every byte checked");
+		report(exchange(a, b, mixed, 5, 50, 70000, false), "7.2",
+		       "small packets mixed with larger unregistered messages, in order, checked");
+		report(exchange(a, b, mixed, 5, 20, 64, false), "7.2",
+		       "a small-packet receive of 64 B reports the rest of a larger message lost");
+		report(exchange(a, b, small, 5, 40, 128, true), "7.2",
+		       "registered buffers at small sizes still go direct, checked");
+		exs_blocking_close(a);
+		exs_blocking_close(b);
+	} else {
+		report(false, "7.2", "connection with small packets");
+	}
+	tune = NULL;
+
+	/* §7.3 inline: the wish, lowered silently to what the device takes */
+	report(exs_fcntl(fd, EXS_F_GETINLINEMAXSIZE) > 0, "7.3",
+	       "inline size defaults to the largest the device takes (before connect: %d)",
+	       exs_fcntl(fd, EXS_F_GETINLINEMAXSIZE));
+	expect_err("7.3", "EXS_F_SETINLINEMAXSIZE -1", exs_fcntl(fd, EXS_F_SETINLINEMAXSIZE, -1), EINVAL);
+	inl_a = -1, inl_b = -1, tune = tune_inline;
+	dev_max = -1;
+	if (make_pair(SOCK_SEQPACKET, 0, 0, &a, &b)) {
+		dev_max = exs_fcntl(a, EXS_F_GETINLINEMAXSIZE);
+		report(dev_max > 0, "7.3", "connected: the device's inline limit is %d B", dev_max);
+		expect_err("7.3", "EXS_F_SETINLINEMAXSIZE on a connected socket",
+			   exs_fcntl(a, EXS_F_SETINLINEMAXSIZE, 8), EISCONN);
+		exs_blocking_close(a);
+		exs_blocking_close(b);
+	}
+	inl_a = 1 << 20, inl_b = 16;
+	if (make_pair(SOCK_SEQPACKET, 0, 0, &a, &b)) {
+		v = exs_fcntl(a, EXS_F_GETINLINEMAXSIZE);
+		report(v == dev_max, "7.3", "a wish above the device's limit is lowered to it silently (%d)", v);
+		v = exs_fcntl(b, EXS_F_GETINLINEMAXSIZE);
+		report(v == 16, "7.3", "a wish within it is kept: 16 (got %d); not negotiated with the peer", v);
+		report(exchange(a, b, small, 5, 100, 128, false) && exchange(b, a, small, 5, 100, 128, false),
+		       "7.3", "inline sends both ways at 1-128 B, every byte checked");
+		exs_blocking_close(a);
+		exs_blocking_close(b);
+	} else {
+		report(false, "7.3", "connection with inline sizes set");
+	}
+	inl_a = 0, inl_b = 0;
+	if (make_pair(SOCK_SEQPACKET, 0, 0, &a, &b)) {
+		report(exs_fcntl(a, EXS_F_GETINLINEMAXSIZE) == 0 && exchange(a, b, small, 5, 40, 128, false),
+		       "7.3", "inline size 0 turns it off; transfers still checked");
+		exs_blocking_close(a);
+		exs_blocking_close(b);
+	}
+	tune = NULL;
+
+	/* §7.4 the completion thread's CPU */
+	v = exs_fcntl(fd, EXS_F_SETCOMPTHREADCPU, 0);
+	report(v == INT_MAX || v == 0, "7.4", "EXS_F_SETCOMPTHREADCPU 0 returns the old CPU (%d, INT_MAX = not pinned)", v);
+	report(exs_fcntl(fd, EXS_F_SETCOMPTHREADCPU, INT_MAX) == 0, "7.4",
+	       "EXS_F_SETCOMPTHREADCPU INT_MAX unpins, returning 0");
+	expect_err("7.4", "EXS_F_SETCOMPTHREADCPU -2", exs_fcntl(fd, EXS_F_SETCOMPTHREADCPU, -2), EINVAL);
+	expect_err("7.4", "EXS_F_SETCOMPTHREADCPU on a CPU that does not exist",
+		   exs_fcntl(fd, EXS_F_SETCOMPTHREADCPU, 1000), EINVAL);
+
+	/* §7.5 busy polling, with the guide's idiom */
+	v = exs_fcntl(fd, EXS_F_GETFD, 0);
+	report(v == EXS_FD_NODELAY, "7.5", "EXS_F_GETFD default: EXS_FD_NODELAY only (no stream buffer), got %#x", v);
+	report(exs_fcntl(fd, EXS_F_SETFD, exs_fcntl(fd, EXS_F_GETFD, 0) | EXS_FD_BUSYPOLL) == v &&
+	       exs_fcntl(fd, EXS_F_GETFD, 0) == (v | EXS_FD_BUSYPOLL), "7.5",
+	       "SETFD(GETFD | EXS_FD_BUSYPOLL) returns the old flags and sets only that flag");
+	expect_err("7.5", "EXS_F_SETFD with an unknown flag", exs_fcntl(fd, EXS_F_SETFD, 0x100), EINVAL);
+	fdflags_a = EXS_FD_BUSYPOLL, tune = tune_busypoll;
+	if (make_pair(SOCK_SEQPACKET, 0, 0, &a, &b)) {
+		report(exs_fcntl(a, EXS_F_GETFD, 0) & EXS_FD_BUSYPOLL, "7.5", "busy polling kept after connect");
+		report(exchange(a, b, mixed, 5, 40, 70000, false) && exchange(b, a, mixed, 5, 40, 70000, false),
+		       "7.5", "a busy-polled connection moves data both ways, checked");
+		expect_err("7.5", "EXS_FD_BUSYPOLL cleared on a connected socket",
+			   exs_fcntl(a, EXS_F_SETFD, exs_fcntl(a, EXS_F_GETFD, 0) & ~EXS_FD_BUSYPOLL), EISCONN);
+		exs_blocking_close(a);
+		exs_blocking_close(b);
+	} else {
+		report(false, "7.5", "connection with busy polling");
+	}
+	tune = NULL;
+
+	/* §7.6 the stream buffer's setting (the buffer itself is not built yet) */
+	report(exs_fcntl(sfd, EXS_F_GETSTREAMBUFSIZE) == 0, "7.6", "stream buffer size defaults to exs.conf's (0)");
+	expect_err("7.6", "EXS_F_SETSTREAMBUFSIZE -1", exs_fcntl(sfd, EXS_F_SETSTREAMBUFSIZE, -1), EINVAL);
+	report(exs_fcntl(sfd, EXS_F_SETSTREAMBUFSIZE, 1 << 20) == 0 &&
+	       !(exs_fcntl(sfd, EXS_F_GETFD, 0) & EXS_FD_NODELAY), "7.6",
+	       "a stream buffer size clears EXS_FD_NODELAY");
+	report(exs_fcntl(sfd, EXS_F_SETSTREAMBUFSIZE, 0) == 1 << 20 &&
+	       (exs_fcntl(sfd, EXS_F_GETFD, 0) & EXS_FD_NODELAY), "7.6",
+	       "size 0 turns the buffer off and sets EXS_FD_NODELAY, returning the old size");
+	expect_err("7.x", "an unknown exs_fcntl command", exs_fcntl(fd, 99, 0), EINVAL);
+	exs_blocking_close(fd);
+	exs_blocking_close(sfd);
+}
+
 int main(int argc, char **argv)
 {
 	double t0 = now();
@@ -778,6 +964,7 @@ int main(int argc, char **argv)
 	seqpacket();
 	stream();
 	closing();
+	tuning();
 	printf("%d passed, %d failed (%.1f s)\n", passed, failed, now() - t0);
 	return failed ? 1 : 0;
 }

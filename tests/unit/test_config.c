@@ -72,7 +72,7 @@ START_TEST(defaults)
 	struct exsd_config want = {
 		.socket = "/run/exs/exsd.sock", .log_level = LOG_INFO,
 		.port_lo = 49152, .port_hi = 65535,
-		.credits = 32, .sp_max = 0, .inline_max = 0, .stream_buffer = 0,
+		.credits = 32, .sp_max = 0, .inline_max = 4096, .stream_buffer = 0,
 		.busy_poll_us = 1000, .max_clients = 1024, .max_sockets = 4096,
 		.max_listeners = 1024, .max_pending = 4096, .connect_timeout_ms = 30000,
 	};
