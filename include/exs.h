@@ -3,8 +3,10 @@
  *
  * Names, types, flags and semantics follow "Overview of UNH EXS 1.4.0 for
  * Programmers". Every call returns -1 (or EXS_QHANDLE_INVALID /
- * EXS_MHANDLE_INVALID) and sets errno on failure. See exs(3) in README.md
- * for what this implementation chose where the guide is silent.
+ * EXS_MHANDLE_INVALID) and sets errno on failure. The manual is exs(7)
+ * (the model, errors, threads, fork, limits) and a page per call, e.g.
+ * exs_send(3), written in markdown in docs/man. They say what this
+ * implementation chose where the guide is silent.
  */
 #ifndef EXS_H
 #define EXS_H
