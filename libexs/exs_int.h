@@ -88,6 +88,7 @@ extern void (*exs_queue_poll_hook)(void);
 #define EXS_SPIN_START_US 50
 #define EXS_SPIN_MAX_US 1000 /* the adaptive budget's default ceiling (exs.conf busy_poll_us) */
 #define EXS_MAX_BUSY_POLL_US 1000000
+#define EXS_SPIN_CLOCK_EVERY 8 /* polls between two readings of the clock */
 
 /* ---- verbs.c: devices and registrations */
 struct exs_dev {
