@@ -13,16 +13,31 @@
  *   -t TYPE      seqpacket (default) or stream
  *   -u           unregistered buffers (EXS_MHANDLE_UNREGISTERED)
  *   -B BYTES     blast: bytes per point (default 32M); -n N overrides
+ *   -T SECONDS   blast: after an untimed warm-up that measures the rate,
+ *                send min(BYTES, SECONDS at that rate) per point
  *   -n N         iterations per point (pingpong default 2000, connect 200)
  *   -c           check every byte (never on by default: it costs time)
  *   -C           CSV output (one header line, one line per point)
- * The client prints one row per point; the server prints nothing but
- * errors. CPU % is user + system time of each process over the point's
- * wall time (100 = one core busy), from getrusage(2); the server's comes
- * back in its reply.
+ *   --sp N       small packets (guide 7.2): EXS_F_SETSPMAXSIZE N and
+ *                unregistered buffers
+ *   --inline N   EXS_F_SETINLINEMAXSIZE N (guide 7.3)
+ *   --busy-poll  EXS_FD_BUSYPOLL by the guide's 7.5 idiom
+ * The fcntl options go on the socket before connect or listen, on both
+ * ends; when the library refuses one (or <exs.h> lacks the name) exs-perf
+ * prints "exs-perf: unsupported: ..." and exits 3.
+ *
+ * The server prints "exs-perf: ready" on stderr once it listens. The client
+ * prints one row per point. The timed window is the one perftest uses: from
+ * the first post to the last completion, with buffers allocated and
+ * registered before it. Blast is timed at the sender; pingpong per round
+ * trip (one-way = round trip / 2; min, median, mean, p99, p99.9). CPU % is
+ * user + system time of each process (all its threads) over the same
+ * window, from getrusage(2); the server's comes back in its reply.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <getopt.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -44,14 +59,23 @@ struct hdr {
 };
 #define HDR_MAGIC 0x45585046u
 
-static int type = SOCK_SEQPACKET, unreg, check, csv;
+static int type = SOCK_SEQPACKET, unreg, check, csv, busy_poll;
+static long sp_max = -1, inline_max = -1; /* -1: leave the library's default */
 static uint64_t blast_bytes = 32 << 20;
+static double min_secs; /* -T: 0 = the count comes from -B alone */
 static int count_opt;
 
 static void die(const char *what)
 {
 	fprintf(stderr, "exs-perf: %s: %s\n", what, strerror(errno));
 	exit(1);
+}
+
+/* The harness tells "this library cannot do that mode" from a failure. */
+static void unsupported(const char *what, int err)
+{
+	fprintf(stderr, "exs-perf: unsupported: %s: %s\n", what, err ? strerror(err) : "not in <exs.h>");
+	exit(3);
 }
 
 static double now(void)
@@ -69,6 +93,23 @@ static double cpu_secs(void)
 	getrusage(RUSAGE_SELF, &ru);
 	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
 	       ru.ru_stime.tv_usec / 1e6;
+}
+
+/* a measured window: wall and CPU time at its start, then its lengths */
+struct win {
+	double t, c;
+};
+
+static void win_open(struct win *w)
+{
+	w->c = cpu_secs();
+	w->t = now();
+}
+
+static void win_close(struct win *w)
+{
+	w->t = now() - w->t;
+	w->c = cpu_secs() - w->c;
 }
 
 static uint64_t parse_size(const char *s)
@@ -102,6 +143,53 @@ static int parse_list(const char *arg, uint64_t *out, int max)
 		}
 	}
 	return n;
+}
+
+/* The §7 options, on a socket before connect or listen (an accepted
+ * socket inherits them from its listener). */
+static void tune(int fd)
+{
+	if (sp_max >= 0 && exs_fcntl(fd, EXS_F_SETSPMAXSIZE, sp_max) < 0)
+		unsupported("EXS_F_SETSPMAXSIZE", errno);
+	if (inline_max >= 0) {
+#ifdef EXS_F_SETINLINEMAXSIZE
+		if (exs_fcntl(fd, EXS_F_SETINLINEMAXSIZE, inline_max) < 0)
+			unsupported("EXS_F_SETINLINEMAXSIZE", errno);
+#else
+		unsupported("EXS_F_SETINLINEMAXSIZE", 0);
+#endif
+	}
+	if (busy_poll) {
+#ifdef EXS_FD_BUSYPOLL
+		int fl = exs_fcntl(fd, EXS_F_GETFD, 0L);
+
+		if (fl < 0 || exs_fcntl(fd, EXS_F_SETFD, (long)(fl | EXS_FD_BUSYPOLL)) < 0)
+			unsupported("EXS_F_SETFD EXS_FD_BUSYPOLL", errno);
+#else
+		unsupported("EXS_FD_BUSYPOLL", 0);
+#endif
+	}
+}
+
+/* what the connection ended up with, for the raw logs */
+static void show_tuning(int fd)
+{
+	long in = -1;
+
+#ifdef EXS_F_GETINLINEMAXSIZE
+	in = exs_fcntl(fd, EXS_F_GETINLINEMAXSIZE, 0L);
+#endif
+	fprintf(stderr, "exs-perf: connected: sp_max %d, inline_max %ld, fd flags %d\n",
+		exs_fcntl(fd, EXS_F_GETSPMAXSIZE, 0L), in, exs_fcntl(fd, EXS_F_GETFD, 0L));
+}
+
+static const char *variant(void)
+{
+	static char v[32];
+
+	snprintf(v, sizeof(v), "%s%s%s", sp_max >= 0 ? "+sp" : "", inline_max >= 0 ? "+inline" : "",
+		 busy_poll ? "+busy" : "");
+	return v[0] ? v + 1 : "default";
 }
 
 static uint8_t pat(uint32_t msg, size_t k)
@@ -171,18 +259,18 @@ static exs_event_t wait_one(exs_qhandle_t q)
 	return ev;
 }
 
-/* ---- blast: the client sends, the server receives */
+/* ---- blast: the client sends, the server receives; each is timed from
+ * its first post to its last completion */
 
-static uint64_t blast_recv(int fd, exs_qhandle_t q, const struct hdr *h)
+static uint64_t blast_recv(int fd, exs_qhandle_t q, const struct hdr *h, struct bufs *B, struct win *w)
 {
-	struct bufs B;
 	uint64_t want = (uint64_t)h->size * h->count, got = 0, errors = 0;
 	uint32_t msg = 0;
 	int posted = 0;
 
-	bufs_get(&B, (int)h->depth, h->size);
+	win_open(w);
 	for (int i = 0; i < (int)h->depth && (uint64_t)posted * h->size < want; i++, posted++)
-		if (exs_recv(fd, B.b[i], h->size, 0, q, (void *)(intptr_t)i, B.mh[i]))
+		if (exs_recv(fd, B->b[i], h->size, 0, q, (void *)(intptr_t)i, B->mh[i]))
 			die("exs_recv");
 	while (got < want) {
 		exs_event_t ev = wait_one(q);
@@ -191,30 +279,36 @@ static uint64_t blast_recv(int fd, exs_qhandle_t q, const struct hdr *h)
 
 		if (h->check)
 			for (size_t k = 0; k < len; k++)
-				errors += B.b[i][k] != (char)pat(msg, k);
+				errors += B->b[i][k] != (char)pat(msg, k);
 		msg++;
 		got += len;
 		if ((uint64_t)posted * h->size < want) {
-			if (exs_recv(fd, B.b[i], h->size, 0, q, (void *)(intptr_t)i, B.mh[i]))
+			if (exs_recv(fd, B->b[i], h->size, 0, q, (void *)(intptr_t)i, B->mh[i]))
 				die("exs_recv");
 			posted++;
 		}
 	}
-	bufs_put(&B);
+	win_close(w);
 	return errors;
 }
 
-static void blast_send(int fd, exs_qhandle_t q, const struct hdr *h)
+static void fill(char *b, const struct hdr *h, uint32_t msg)
 {
-	struct bufs B;
+	if (h->check)
+		for (size_t k = 0; k < h->size; k++)
+			b[k] = (char)pat(msg, k);
+}
+
+static void blast_send(int fd, exs_qhandle_t q, const struct hdr *h, struct bufs *B, struct win *w)
+{
 	uint32_t sent = 0, done = 0;
 
-	bufs_get(&B, (int)h->depth, h->size);
+	fill(B->b[0], h, 0); /* checked runs time the pattern too, unchecked ones nothing */
+	win_open(w);
 	for (int i = 0; i < (int)h->depth && sent < h->count; i++, sent++) {
-		if (h->check)
-			for (size_t k = 0; k < h->size; k++)
-				B.b[i][k] = (char)pat(sent, k);
-		if (exs_send(fd, B.b[i], h->size, 0, q, (void *)(intptr_t)i, B.mh[i]))
+		if (i)
+			fill(B->b[i], h, sent);
+		if (exs_send(fd, B->b[i], h->size, 0, q, (void *)(intptr_t)i, B->mh[i]))
 			die("exs_send");
 	}
 	while (done < h->count) {
@@ -223,15 +317,13 @@ static void blast_send(int fd, exs_qhandle_t q, const struct hdr *h)
 
 		done++;
 		if (sent < h->count) {
-			if (h->check)
-				for (size_t k = 0; k < h->size; k++)
-					B.b[i][k] = (char)pat(sent, k);
-			if (exs_send(fd, B.b[i], h->size, 0, q, (void *)(intptr_t)i, B.mh[i]))
+			fill(B->b[i], h, sent);
+			if (exs_send(fd, B->b[i], h->size, 0, q, (void *)(intptr_t)i, B->mh[i]))
 				die("exs_send");
 			sent++;
 		}
 	}
-	bufs_put(&B);
+	win_close(w);
 }
 
 /* ---- pingpong */
@@ -243,21 +335,22 @@ static int cmp_d(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static void pingpong(int fd, exs_qhandle_t q, const struct hdr *h, bool client, double *rtt)
+static void pingpong(int fd, exs_qhandle_t q, const struct hdr *h, bool client, struct bufs *B, double *rtt,
+		     struct win *w)
 {
-	struct bufs B;
 	uint32_t n = h->count;
 	int sends_out = 0;
 
-	bufs_get(&B, 2, h->size); /* 0: out, 1: in */
-	if (!client && exs_recv(fd, B.b[1], h->size, 0, q, (void *)1, B.mh[1]))
+	/* B->b[0]: out, B->b[1]: in */
+	win_open(w);
+	if (!client && exs_recv(fd, B->b[1], h->size, 0, q, (void *)1, B->mh[1]))
 		die("exs_recv");
 	for (uint32_t i = 0; i < n; i++) {
 		double t0 = now();
 
 		if (client) {
-			if (exs_recv(fd, B.b[1], h->size, 0, q, (void *)1, B.mh[1]) ||
-			    exs_send(fd, B.b[0], h->size, 0, q, (void *)0, B.mh[0]))
+			if (exs_recv(fd, B->b[1], h->size, 0, q, (void *)1, B->mh[1]) ||
+			    exs_send(fd, B->b[0], h->size, 0, q, (void *)0, B->mh[0]))
 				die("exs_send/exs_recv");
 			wait_one(q);
 			wait_one(q);
@@ -266,42 +359,49 @@ static void pingpong(int fd, exs_qhandle_t q, const struct hdr *h, bool client, 
 			/* the next ping may come before the last echo's completion */
 			while (wait_one(q).exs_evt_type != EXS_EVT_RECV)
 				sends_out--;
-			if (i + 1 < n && exs_recv(fd, B.b[1], h->size, 0, q, (void *)1, B.mh[1]))
+			if (i + 1 < n && exs_recv(fd, B->b[1], h->size, 0, q, (void *)1, B->mh[1]))
 				die("exs_recv");
-			if (exs_send(fd, B.b[0], h->size, 0, q, (void *)0, B.mh[0]))
+			if (exs_send(fd, B->b[0], h->size, 0, q, (void *)0, B->mh[0]))
 				die("exs_send");
 			sends_out++;
 		}
 	}
 	while (sends_out-- > 0)
 		wait_one(q);
-	bufs_put(&B);
+	win_close(w);
 }
 
 /* ---- connect */
 
-static void connect_server(int lfd, const struct hdr *h)
+static void connect_server(int lfd, const struct hdr *h, struct win *w)
 {
+	win_open(w);
 	for (uint32_t i = 0; i < h->count; i++) {
 		int fd = exs_blocking_accept(lfd, NULL, NULL);
 
 		if (fd < 0 || exs_blocking_close(fd))
 			die("accept/close");
 	}
+	win_close(w);
 }
 
-static void connect_client(const struct sockaddr_in *sa, const struct hdr *h, double *t)
+static void connect_client(const struct sockaddr_in *sa, const struct hdr *h, double *t, struct win *w)
 {
+	win_open(w);
 	for (uint32_t i = 0; i < h->count; i++) {
 		int fd = exs_socket(AF_INET, type, 0);
 		double t0 = now();
 
-		if (fd < 0 || exs_blocking_connect(fd, (const struct sockaddr *)sa, sizeof(*sa)))
+		if (fd < 0)
+			die("exs_socket");
+		tune(fd);
+		if (exs_blocking_connect(fd, (const struct sockaddr *)sa, sizeof(*sa)))
 			die("exs_connect");
 		t[i] = now() - t0;
 		if (exs_blocking_close(fd))
 			die("exs_close");
 	}
+	win_close(w);
 }
 
 static const char *mode_name(int m)
@@ -309,15 +409,99 @@ static const char *mode_name(int m)
 	return m == BLAST ? "blast" : m == PINGPONG ? "pingpong" : "connect";
 }
 
+/* One point on either side. The client returns the server's reply. */
+static struct hdr run_point(int fd, int lfd, exs_qhandle_t q, const struct sockaddr_in *sa, struct hdr h,
+			    bool client, double *lat, struct win *w)
+{
+	struct bufs B = { 0 };
+	struct hdr r;
+	uint64_t errors = 0;
+
+	if (h.mode == BLAST)
+		bufs_get(&B, (int)h.depth, h.size);
+	else if (h.mode == PINGPONG)
+		bufs_get(&B, 2, h.size);
+	if (h.mode == BLAST && client)
+		blast_send(fd, q, &h, &B, w);
+	else if (h.mode == BLAST)
+		errors = blast_recv(fd, q, &h, &B, w);
+	else if (h.mode == PINGPONG)
+		pingpong(fd, q, &h, client, &B, lat, w);
+	else if (client)
+		connect_client(sa, &h, lat, w);
+	else
+		connect_server(lfd, &h, w);
+	if (B.n)
+		bufs_put(&B);
+	r = h;
+	if (!client) { /* the server's result closes the point: it has received all */
+		r.server_cpu = w->t > 0 ? 100 * w->c / w->t : 0;
+		r.server_secs = w->t;
+		r.errors = errors;
+		if (exs_write(fd, &r, sizeof(r)) != sizeof(r))
+			die("send result");
+		return r;
+	}
+	if (exs_read(fd, &r, sizeof(r)) != sizeof(r) || r.magic != HDR_MAGIC)
+		die("receive result");
+	return r;
+}
+
+static uint32_t blast_count(uint64_t size)
+{
+	uint64_t n = blast_bytes / size;
+
+	return (uint32_t)(n < 16 ? 16 : n > 20000 ? 20000 : n);
+}
+
+static void report(const struct hdr *h, const struct hdr *r, double *lat, const struct win *w)
+{
+	double secs = w->t, cpu = secs > 0 ? 100 * w->c / secs : 0;
+	double gbps = 0, mps = h->count / secs, lmin = 0, lmed = 0, lmean = 0, l99 = 0, l999 = 0;
+
+	if (h->mode == BLAST) {
+		gbps = (double)h->size * h->count * 8 / secs / 1e9;
+	} else {
+		/* pingpong: one-way latency = round trip / 2 */
+		double f = h->mode == PINGPONG ? 0.5e6 : 1e6;
+
+		for (uint32_t i = 0; i < h->count; i++)
+			lmean += lat[i];
+		lmean = lmean / h->count * f;
+		qsort(lat, h->count, sizeof(*lat), cmp_d);
+		lmin = lat[0] * f;
+		lmed = lat[h->count / 2] * f;
+		l99 = lat[(size_t)(h->count * 0.99)] * f;
+		l999 = lat[(size_t)(h->count * 0.999)] * f;
+	}
+	if (csv)
+		printf("exs,%s,%s,%s,%s,%u,%u,%u,%.4f,%.6g,%.1f,%.2f,%.2f,%.2f,%.2f,%.2f,%.1f,%.1f,%llu\n",
+		       mode_name((int)h->mode), type == SOCK_STREAM ? "stream" : "seqpacket", unreg ? "no" : "yes",
+		       variant(), h->size, h->depth, h->count, secs, gbps, mps, lmin, lmed, lmean, l99, l999, cpu,
+		       r->server_cpu, (unsigned long long)r->errors);
+	else
+		printf("%-9s %-9s %-14s %9u %5u %7u %10.4f %12.1f %9.2f %9.2f %9.2f %9.2f %7.1f %7.1f%s\n",
+		       mode_name((int)h->mode), type == SOCK_STREAM ? "stream" : "seqpacket", variant(), h->size,
+		       h->depth, h->count, gbps, mps, lmin, lmed, lmean, l99, cpu, r->server_cpu,
+		       r->errors ? "  DATA ERRORS" : "");
+	fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
+	static const struct option longopts[] = {
+		{ "sp", required_argument, NULL, 'S' },
+		{ "inline", required_argument, NULL, 'I' },
+		{ "busy-poll", no_argument, NULL, 'P' },
+		{ NULL, 0, NULL, 0 },
+	};
 	uint64_t sizes[64] = { 65536 }, depths[16] = { 1 };
 	int nsizes = 1, ndepths = 1, port = 18515, o, mode, fd, lfd = -1;
 	bool client;
 	struct sockaddr_in sa = { .sin_family = AF_INET };
 	exs_qhandle_t q;
 
-	while ((o = getopt(argc, argv, "p:s:d:t:uB:n:cC")) != -1) {
+	while ((o = getopt_long(argc, argv, "p:s:d:t:uB:T:n:cC", longopts, NULL)) != -1) {
 		switch (o) {
 		case 'p': port = atoi(optarg); break;
 		case 's': nsizes = parse_list(optarg, sizes, 64); break;
@@ -325,9 +509,13 @@ int main(int argc, char **argv)
 		case 't': type = !strcmp(optarg, "stream") ? SOCK_STREAM : SOCK_SEQPACKET; break;
 		case 'u': unreg = 1; break;
 		case 'B': blast_bytes = parse_size(optarg); break;
+		case 'T': min_secs = atof(optarg); break;
 		case 'n': count_opt = atoi(optarg); break;
 		case 'c': check = 1; break;
 		case 'C': csv = 1; break;
+		case 'S': sp_max = atol(optarg); unreg = 1; break;
+		case 'I': inline_max = atol(optarg); break;
+		case 'P': busy_poll = 1; break;
 		default: goto usage;
 		}
 	}
@@ -335,7 +523,7 @@ int main(int argc, char **argv)
 		goto usage;
 	mode = !strcmp(argv[optind], "blast") ? BLAST : !strcmp(argv[optind], "pingpong") ? PINGPONG
 	       : !strcmp(argv[optind], "connect") ? CONNECT : 0;
-	if (!mode || nsizes < 1 || ndepths < 1)
+	if (!mode || nsizes < 1 || ndepths < 1 || sp_max < -1 || inline_max < -1 || min_secs < 0 || !blast_bytes)
 		goto usage;
 	client = optind + 1 < argc;
 	sa.sin_port = htons((uint16_t)port);
@@ -357,121 +545,92 @@ int main(int argc, char **argv)
 
 		for (;;) { /* the server may still be starting */
 			fd = exs_socket(AF_INET, type, 0);
-			if (fd >= 0 && !exs_blocking_connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
+			if (fd < 0)
+				die("exs_socket");
+			tune(fd);
+			if (!exs_blocking_connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
 				break;
-			if (fd < 0 || errno != ECONNREFUSED || now() > end)
+			if (errno != ECONNREFUSED || now() > end)
 				die("exs_connect");
 			exs_blocking_close(fd);
 			usleep(100000);
 		}
 	} else {
 		lfd = exs_socket(AF_INET, type, 0);
-		if (lfd < 0 || exs_bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) || exs_listen(lfd, 64))
+		if (lfd < 0)
+			die("exs_socket");
+		tune(lfd);
+		if (exs_bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) || exs_listen(lfd, 64))
 			die("listen");
+		fprintf(stderr, "exs-perf: ready\n");
 		fd = exs_blocking_accept(lfd, NULL, NULL);
 		if (fd < 0)
 			die("exs_blocking_accept");
 	}
+	if (sp_max >= 0 || inline_max >= 0 || busy_poll)
+		show_tuning(fd);
 	if (csv && client)
-		printf("tool,mode,type,registered,size,depth,count,seconds,gbps,msgs_per_s,lat_min_us,"
-		       "lat_median_us,lat_p99_us,lat_p999_us,cpu_client_pct,cpu_server_pct,errors\n");
+		printf("tool,mode,type,registered,variant,size,depth,count,seconds,gbps,msgs_per_s,lat_min_us,"
+		       "lat_median_us,lat_mean_us,lat_p99_us,lat_p999_us,cpu_client_pct,cpu_server_pct,errors\n");
 	else if (client)
-		printf("%-9s %-9s %9s %5s %7s %10s %12s %9s %9s %9s %9s %7s %7s\n", "mode", "type", "size",
-		       "depth", "count", "Gb/s", "msgs/s", "min_us", "med_us", "p99_us", "p999_us", "cpu_c%",
+		printf("%-9s %-9s %-14s %9s %5s %7s %10s %12s %9s %9s %9s %9s %7s %7s\n", "mode", "type", "variant",
+		       "size", "depth", "count", "Gb/s", "msgs/s", "min_us", "med_us", "mean_us", "p99_us", "cpu_c%",
 		       "cpu_s%");
+	while (!client) { /* the client says which points, and which is the last */
+		struct hdr h = { .magic = HDR_MAGIC };
+		struct win w;
+
+		xchg_hdr(fd, &h, false);
+		if (h.mode != (uint32_t)mode)
+			die("the client runs another mode");
+		check = (int)h.check;
+		run_point(fd, lfd, q, &sa, h, false, NULL, &w);
+		if (h.last)
+			goto done;
+	}
 	for (int si = 0; si < nsizes; si++)
 		for (int di = 0; di < (mode == BLAST ? ndepths : 1); di++) {
-			struct hdr h = { .magic = HDR_MAGIC, .mode = (uint32_t)mode };
-			double t0, t1, c0, c1, *lat = NULL;
-			uint64_t errors = 0;
+			struct hdr h = { .magic = HDR_MAGIC, .mode = (uint32_t)mode }, r;
+			struct win w;
+			double *lat = NULL;
 
-			if (client) {
-				h.size = (uint32_t)sizes[si];
-				h.depth = (uint32_t)depths[di];
-				h.check = (uint32_t)check;
-				h.unreg = (uint32_t)unreg;
-				h.last = si == nsizes - 1 && di == (mode == BLAST ? ndepths : 1) - 1;
-				if (count_opt > 0)
-					h.count = (uint32_t)count_opt;
-				else if (mode == BLAST)
-					h.count = (uint32_t)(blast_bytes / h.size < 16 ? 16
-							   : blast_bytes / h.size > 20000 ? 20000
-							   : blast_bytes / h.size);
-				else
-					h.count = mode == PINGPONG ? 2000 : 200;
-				xchg_hdr(fd, &h, true);
-			} else {
-				xchg_hdr(fd, &h, false);
-				if (h.mode != (uint32_t)mode)
-					die("the client runs another mode");
-				check = (int)h.check;
+			h.size = (uint32_t)sizes[si];
+			h.depth = (uint32_t)depths[di];
+			h.check = (uint32_t)check;
+			h.unreg = (uint32_t)unreg;
+			if (count_opt > 0)
+				h.count = (uint32_t)count_opt;
+			else if (mode == BLAST)
+				h.count = blast_count(h.size);
+			else
+				h.count = mode == PINGPONG ? 2000 : 200;
+			if (mode == BLAST && min_secs > 0 && count_opt <= 0) {
+				/* an untimed warm-up, long enough to measure the rate */
+				struct hdr p = h;
+				uint64_t n = (2u << 20) / h.size, want = (blast_bytes + h.size - 1) / h.size;
+				double rate;
+
+				p.count = (uint32_t)(n < 2 ? 2 : n > 1000 ? 1000 : n);
+				xchg_hdr(fd, &p, true);
+				run_point(fd, lfd, q, &sa, p, true, NULL, &w);
+				rate = p.count / w.t;
+				n = (uint64_t)(min_secs * rate) + 1;
+				n = n < want ? n : want;
+				h.count = (uint32_t)(n < 5 ? 5 : n > 10000000 ? 10000000 : n);
 			}
+			h.last = si == nsizes - 1 && di == (mode == BLAST ? ndepths : 1) - 1;
 			if (mode != BLAST)
 				lat = calloc(h.count, sizeof(*lat));
-			c0 = cpu_secs();
-			t0 = now();
-			if (mode == BLAST && client)
-				blast_send(fd, q, &h);
-			else if (mode == BLAST)
-				errors = blast_recv(fd, q, &h);
-			else if (mode == PINGPONG)
-				pingpong(fd, q, &h, client, lat);
-			else if (client)
-				connect_client(&sa, &h, lat);
-			else
-				connect_server(lfd, &h);
-			/* the server's result closes the point: it has received all */
-			struct hdr r = h;
-			if (!client) {
-				t1 = now();
-				c1 = cpu_secs();
-				r.server_cpu = 100 * (c1 - c0) / (t1 - t0);
-				r.server_secs = t1 - t0;
-				r.errors = errors;
-				if (exs_write(fd, &r, sizeof(r)) != sizeof(r))
-					die("send result");
-				free(lat);
-				if (h.last)
-					break;
-				continue;
-			}
-			if (exs_read(fd, &r, sizeof(r)) != sizeof(r) || r.magic != HDR_MAGIC)
-				die("receive result");
-			t1 = now();
-			c1 = cpu_secs();
-			double secs = t1 - t0, cpu = 100 * (c1 - c0) / secs;
-			double gbps = 0, mps = 0, lmin = 0, lmed = 0, l99 = 0, l999 = 0;
-			if (mode == BLAST) {
-				gbps = (double)h.size * h.count * 8 / secs / 1e9;
-				mps = h.count / secs;
-			} else {
-				/* pingpong: one-way latency = round trip / 2 */
-				double f = mode == PINGPONG ? 0.5e6 : 1e6;
-
-				qsort(lat, h.count, sizeof(*lat), cmp_d);
-				lmin = lat[0] * f;
-				lmed = lat[h.count / 2] * f;
-				l99 = lat[(size_t)(h.count * 0.99)] * f;
-				l999 = lat[(size_t)(h.count * 0.999)] * f;
-				mps = h.count / secs;
-			}
-			if (csv)
-				printf("exs,%s,%s,%s,%u,%u,%u,%.4f,%.6g,%.1f,%.2f,%.2f,%.2f,%.2f,%.1f,%.1f,%llu\n",
-				       mode_name(mode), type == SOCK_STREAM ? "stream" : "seqpacket",
-				       unreg ? "no" : "yes", h.size, h.depth, h.count, secs, gbps, mps, lmin, lmed,
-				       l99, l999, cpu, r.server_cpu, (unsigned long long)r.errors);
-			else
-				printf("%-9s %-9s %9u %5u %7u %10.4f %12.1f %9.2f %9.2f %9.2f %9.2f %7.1f %7.1f%s\n",
-				       mode_name(mode), type == SOCK_STREAM ? "stream" : "seqpacket", h.size,
-				       h.depth, h.count, gbps, mps, lmin, lmed, l99, l999, cpu, r.server_cpu,
-				       r.errors ? "  DATA ERRORS" : "");
-			fflush(stdout);
+			xchg_hdr(fd, &h, true);
+			r = run_point(fd, lfd, q, &sa, h, true, lat, &w);
+			report(&h, &r, lat, &w);
 			free(lat);
 			if (r.errors) {
 				fprintf(stderr, "exs-perf: %llu bytes differ\n", (unsigned long long)r.errors);
 				return 1;
 			}
 		}
+done:
 	exs_blocking_close(fd);
 	if (lfd >= 0)
 		exs_blocking_close(lfd);
@@ -479,6 +638,7 @@ int main(int argc, char **argv)
 	return 0;
 usage:
 	fprintf(stderr, "usage: exs-perf [-p PORT] [-s SIZES] [-d DEPTHS] [-t seqpacket|stream] [-u] "
-			"[-B BYTES] [-n N] [-c] [-C] blast|pingpong|connect [ADDRESS]\n");
+			"[-B BYTES] [-T SECONDS] [-n N] [-c] [-C] [--sp N] [--inline N] [--busy-poll] "
+			"blast|pingpong|connect [ADDRESS]\n");
 	return 2;
 }
