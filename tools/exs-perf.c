@@ -163,7 +163,7 @@ static void tune(int fd)
 #ifdef EXS_FD_BUSYPOLL
 		int fl = exs_fcntl(fd, EXS_F_GETFD, 0L);
 
-		if (fl < 0 || exs_fcntl(fd, EXS_F_SETFD, (long)(fl | EXS_FD_BUSYPOLL)) < 0)
+		if (fl < 0 || exs_fcntl(fd, EXS_F_SETFD, fl | EXS_FD_BUSYPOLL) < 0)
 			unsupported("EXS_F_SETFD EXS_FD_BUSYPOLL", errno);
 #else
 		unsupported("EXS_FD_BUSYPOLL", 0);
