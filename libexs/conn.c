@@ -121,6 +121,7 @@ int exs_conn_create(int fd, int type, const char *devname, bool iwarp,
 			      c->dev->chan, 0);
 	if (!c->cq)
 		goto fail_errno;
+	c->armed = true;
 	if (ibv_req_notify_cq(c->cq, 0))
 		goto fail_errno;
 	memset(&qa, 0, sizeof(qa));
@@ -157,6 +158,8 @@ void exs_conn_destroy(struct exs_conn *c)
 		exs_g.nprobing--;
 	if (c->busy_poll)
 		exs_g.nbusypoll--;
+	if (c->cq && !c->armed)
+		exs_g.ndisarmed--;
 	for (i = 0; i < c->alloc && c->rop && c->sop; i++) {
 		if (c->rop[i].tmp_mr)
 			ibv_dereg_mr(c->rop[i].tmp_mr);
@@ -867,7 +870,27 @@ static void on_wc(struct exs_conn *c, const struct ibv_wc *wc)
 	}
 }
 
-/* Drain the CQ. The caller re-armed notification first. */
+/* Ask for an event on the CQ's next completion (and drain it afterwards:
+ * what came before the arming raises none). */
+void exs_conn_arm(struct exs_conn *c)
+{
+	if (c->armed)
+		return;
+	ibv_req_notify_cq(c->cq, 0);
+	c->armed = true;
+	exs_g.ndisarmed--;
+}
+
+/* The CQ raised its event: it stays quiet until exs_conn_arm. */
+void exs_conn_disarmed(struct exs_conn *c)
+{
+	if (!c->armed)
+		return;
+	c->armed = false;
+	exs_g.ndisarmed++;
+}
+
+/* Drain the CQ. */
 void exs_conn_progress(struct exs_conn *c)
 {
 	struct ibv_wc wc[16];

@@ -82,13 +82,16 @@ void exs_queue_unref(struct exs_queue *q);
 int exs_queue_modify(struct exs_queue *q, int attr, int value);
 int exs_queue_status(struct exs_queue *q, int attr, int *value);
 /* Set by exs_init: polls every connection's CQ from the calling thread, so
- * a waiting exs_qdequeue need not wait for the progress thread. */
-extern void (*exs_queue_poll_hook)(void);
+ * a waiting exs_qdequeue need not wait for the progress thread. A spin is
+ * BEGIN, ONCE..., then END (it found its events) or SLEEP (it will sleep). */
+enum { EXS_POLL_BEGIN, EXS_POLL_ONCE, EXS_POLL_END, EXS_POLL_SLEEP };
+extern void (*exs_queue_poll_hook)(int phase);
 #define EXS_SPIN_MIN_US 5
 #define EXS_SPIN_START_US 50
 #define EXS_SPIN_MAX_US 1000 /* the adaptive budget's default ceiling (exs.conf busy_poll_us) */
 #define EXS_MAX_BUSY_POLL_US 1000000
 #define EXS_SPIN_CLOCK_EVERY 8 /* polls between two readings of the clock */
+#define EXS_REARM_US 2000 /* quiet this long, the progress thread takes the CQs back */
 
 /* ---- verbs.c: devices and registrations */
 struct exs_dev {
@@ -199,6 +202,7 @@ struct exs_conn {
 	uint32_t sf_head, sf_count;
 	struct exs_wire_msg *ads;
 	uint32_t ad_head, ad_count;
+	bool armed; /* its CQ will raise an event on the next completion */
 	uint64_t probe_deadline_ms;
 	uint64_t bytes_sent, bytes_rcvd, sends, recvs, errors; /* for exsctl */
 };
@@ -217,6 +221,8 @@ int exs_conn_establish(struct exs_conn *c, uint32_t credits, uint32_t sp_max);
 int exs_conn_send(struct exs_conn *c, const struct exs_op *tmpl);
 int exs_conn_recv(struct exs_conn *c, const struct exs_op *tmpl);
 void exs_conn_progress(struct exs_conn *c);
+void exs_conn_arm(struct exs_conn *c);
+void exs_conn_disarmed(struct exs_conn *c);
 void exs_conn_shut_wr(struct exs_conn *c);
 void exs_conn_shut_rd(struct exs_conn *c);
 void exs_conn_abort(struct exs_conn *c);
@@ -338,7 +344,7 @@ void exs_ctl_msg_init(ExsCtl__Msg *m);
 
 /* ---- progress.c: the progress thread */
 int exs_progress_start(void);
-void exs_progress_poll(void);
+void exs_progress_poll(int phase);
 void exs_progress_wake(void);
 uint64_t exs_now_ms(void);
 int exs_progress_add_fd(int fd, void *tag);
@@ -358,6 +364,12 @@ struct exs_global {
 	unsigned nclosing; /* sockets in EXS_S_CLOSING: the progress thread ticks */
 	unsigned nprobing; /* connections waiting for a PONG: it ticks too */
 	unsigned nbusypoll; /* EXS_FD_BUSYPOLL connections: it never sleeps */
+	/* application threads polling the CQs in a wait (EXS_POLL_*): while
+	 * they do, or did within EXS_REARM_US, a CQ's event is not re-armed
+	 * (its next completions would only wake the progress thread for
+	 * nothing); ndisarmed such CQs are re-armed after that */
+	unsigned spinners, ndisarmed;
+	uint64_t last_spin_us;
 	int comp_cpu; /* EXS_F_SETCOMPTHREADCPU; INT_MAX: not pinned */
 	bool ctl_lost; /* the channel dropped: the progress thread tells broker.c */
 	pthread_t thread;

@@ -34,6 +34,35 @@ void exs_progress_del_fd(int fd)
 	epoll_ctl(exs_g.epfd, EPOLL_CTL_DEL, fd, NULL);
 }
 
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* Lock held: an application thread polls the CQs in its wait, or did a
+ * moment ago (and, in a steady exchange, will again). */
+static bool polled_by_waiters(void)
+{
+	return exs_g.spinners || now_us() - exs_g.last_spin_us < EXS_REARM_US;
+}
+
+/* Lock held: every CQ raises its event again; what came meanwhile is taken. */
+static void rearm_all(void)
+{
+	struct exs_sock *s, *next;
+
+	for (s = exs_g.sock_list; s && exs_g.ndisarmed; s = next) {
+		next = s->next; /* exs_sock_progress may free s */
+		if (s->conn && !s->conn->armed) {
+			exs_conn_arm(s->conn);
+			exs_sock_progress(s);
+		}
+	}
+}
+
 static void dev_input(struct exs_dev *d)
 {
 	struct ibv_cq *cq;
@@ -48,7 +77,10 @@ static void dev_input(struct exs_dev *d)
 		s = exs_sock_by_id(id);
 		/* a closed socket's CQ is gone: check it is still this one */
 		if (s && s->conn && s->conn->cq == cq) {
-			ibv_req_notify_cq(cq, 0);
+			exs_conn_disarmed(s->conn);
+			/* a thread that polls in its wait takes the next ones */
+			if (!polled_by_waiters())
+				exs_conn_arm(s->conn);
 			exs_sock_progress(s);
 		}
 		pthread_mutex_unlock(&exs_g.lock);
@@ -109,11 +141,38 @@ void exs_progress_wake(void)
 	}
 }
 
-/* Any thread: take what the CQs hold now (busy polling, guide §7.5). */
-void exs_progress_poll(void)
+/*
+ * An application thread waiting for events polls the CQs itself
+ * (EXS_WAIT_ADAPTIVE, EXS_WAIT_BUSY_POLL): BEGIN, ONCE per poll, then END
+ * when its events came or SLEEP when it gives up and sleeps. While threads
+ * poll, CQ events are not re-armed: the progress thread would only wake to
+ * find the CQ drained. A thread about to sleep re-arms them first, and the
+ * progress thread takes them back after EXS_REARM_US without a poller.
+ */
+void exs_progress_poll(int phase)
 {
 	struct exs_sock *s, *next;
 
+	switch (phase) {
+	case EXS_POLL_BEGIN:
+		pthread_mutex_lock(&exs_g.lock);
+		exs_g.spinners++;
+		pthread_mutex_unlock(&exs_g.lock);
+		return;
+	case EXS_POLL_END:
+	case EXS_POLL_SLEEP:
+		pthread_mutex_lock(&exs_g.lock);
+		exs_g.spinners--;
+		exs_g.last_spin_us = now_us();
+		if (phase == EXS_POLL_SLEEP && !exs_g.spinners)
+			rearm_all();
+		/* else the progress thread, which disarmed them, times the
+		 * re-arming (it sleeps EXS_REARM_US at most meanwhile) */
+		pthread_mutex_unlock(&exs_g.lock);
+		return;
+	default:
+		break;
+	}
 	if (pthread_mutex_trylock(&exs_g.lock))
 		return; /* someone is at it already */
 	for (s = exs_g.sock_list; s; s = next) {
@@ -178,7 +237,10 @@ static void *progress_main(void *arg)
 		/* tick while sockets close or probe their peer: no deadline is missed */
 		bool polling = __atomic_load_n(&exs_g.nbusypoll, __ATOMIC_RELAXED);
 
-		n = epoll_wait(exs_g.epfd, ev, 16, polling ? 0 : ticking() ? 100 : -1);
+		bool disarmed = __atomic_load_n(&exs_g.ndisarmed, __ATOMIC_RELAXED);
+
+		n = epoll_wait(exs_g.epfd, ev, 16,
+			       polling ? 0 : disarmed ? EXS_REARM_US / 1000 : ticking() ? 100 : -1);
 		if (polling)
 			busy_poll();
 		for (i = 0; i < n; i++) {
@@ -189,6 +251,12 @@ static void *progress_main(void *arg)
 					continue;
 			} else if (ev[i].data.ptr)
 				dev_input(ev[i].data.ptr);
+		}
+		if (disarmed) {
+			pthread_mutex_lock(&exs_g.lock);
+			if (!polled_by_waiters())
+				rearm_all();
+			pthread_mutex_unlock(&exs_g.lock);
 		}
 		if (ticking() || __atomic_load_n(&exs_g.ctl_lost, __ATOMIC_RELAXED)) {
 			pthread_mutex_lock(&exs_g.lock);

@@ -14,7 +14,7 @@
 #include "exs_int.h"
 
 
-void (*exs_queue_poll_hook)(void);
+void (*exs_queue_poll_hook)(int phase);
 
 static pthread_mutex_t free_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct exs_queue *free_list;
@@ -237,6 +237,7 @@ static uint64_t now_us(void)
 static void spin(struct exs_queue *q, unsigned want, const struct timeval *tmo)
 {
 	uint64_t end, budget = q->spin_us;
+	bool found = false;
 
 	if (q->wait == EXS_WAIT_NOTIFY || !exs_queue_poll_hook)
 		return;
@@ -245,17 +246,25 @@ static void spin(struct exs_queue *q, unsigned want, const struct timeval *tmo)
 	else if (tmo && tmo->tv_sec == 0 && tmo->tv_usec < (long)budget)
 		return;
 	end = now_us() + budget;
+	pthread_mutex_unlock(&q->lock);
+	exs_queue_poll_hook(EXS_POLL_BEGIN);
 	for (unsigned i = 1;; i++) {
-		pthread_mutex_unlock(&q->lock);
-		exs_queue_poll_hook();
+		exs_queue_poll_hook(EXS_POLL_ONCE);
 		pthread_mutex_lock(&q->lock);
-		if (q->magic != EXS_QUEUE_MAGIC || q->count >= want)
-			return;
+		if (q->magic != EXS_QUEUE_MAGIC || q->count >= want) {
+			found = true;
+			break;
+		}
 		/* the clock only every few polls: where the clocksource has no
 		 * vDSO path (a TCG guest), each reading is a system call */
 		if (i % EXS_SPIN_CLOCK_EVERY == 0 && now_us() >= end)
-			return;
+			break;
+		pthread_mutex_unlock(&q->lock);
 	}
+	pthread_mutex_unlock(&q->lock);
+	/* going to sleep: the completion thread must watch the CQs again */
+	exs_queue_poll_hook(found ? EXS_POLL_END : EXS_POLL_SLEEP);
+	pthread_mutex_lock(&q->lock);
 }
 
 static void adapt(struct exs_queue *q, uint64_t waited_us)
