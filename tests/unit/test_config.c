@@ -75,6 +75,8 @@ START_TEST(defaults)
 		.credits = 32, .sp_max = 0, .inline_max = 0, .stream_buffer = 0,
 		.busy_poll_us = 1000, .max_clients = 1024, .max_sockets = 4096,
 		.max_listeners = 1024, .max_pending = 4096, .connect_timeout_ms = 30000,
+		.reserved_clients = 32, .max_clients_per_uid = 256, .max_sockets_per_uid = 16384,
+		.max_ports_per_uid = 4096, .hello_timeout_ms = 5000,
 	};
 
 	config_defaults(&c);
@@ -118,7 +120,12 @@ START_TEST(every_key)
 				  "max_sockets_per_client = 20\n"
 				  "max_listeners_per_client = 3\n"
 				  "max_pending_per_listener = 4\n"
-				  "connect_timeout_ms = 5000   ; an inline comment\n"),
+				  "connect_timeout_ms = 5000   ; an inline comment\n"
+				  "reserved_clients = 2\n"
+				  "max_clients_per_uid = 5\n"
+				  "max_sockets_per_uid = 50\n"
+				  "max_ports_per_uid = 6\n"
+				  "hello_timeout_ms = 700\n"),
 			 0);
 	ck_assert_str_eq(errs, "");
 	struct exsd_config want = {
@@ -126,7 +133,9 @@ START_TEST(every_key)
 		.port_lo = 20000, .port_hi = 20009,
 		.credits = 64, .sp_max = 512, .inline_max = 128, .stream_buffer = 1048576,
 		.busy_poll_us = 0, .max_clients = 10, .max_sockets = 20, .max_listeners = 3,
-		.max_pending = 4, .connect_timeout_ms = 5000,
+		.max_pending = 4, .connect_timeout_ms = 5000, .reserved_clients = 2,
+		.max_clients_per_uid = 5, .max_sockets_per_uid = 50, .max_ports_per_uid = 6,
+		.hello_timeout_ms = 700,
 	};
 	ck_assert_mem_eq(&c, &want, sizeof(c));
 }
