@@ -45,11 +45,13 @@ static struct ep *ep_new(struct client *c)
 {
 	struct ep *e;
 
-	if (c->neps >= exsd.conf.max_sockets)
+	if (c->neps >= exsd.conf.max_sockets || limits_take_socket(c->u))
 		return NULL;
 	e = calloc(1, sizeof(*e));
-	if (!e)
+	if (!e) {
+		limits_put_socket(c->u);
 		return NULL;
+	}
 	e->c = c;
 	e->gid = ++exsd.next_ep;
 	e->created_ms = now_ms();
@@ -91,6 +93,9 @@ void ep_free(struct ep *e)
 			break;
 		}
 	e->c->neps--;
+	limits_put_socket(e->c->u);
+	if (e->holds_port)
+		limits_put_port(e->c->u);
 	for (struct ep *o = e->c->eps; o; o = o->next)
 		if (o->listener == e)
 			o->listener = NULL;
@@ -234,12 +239,20 @@ static int try_bind(void *arg, uint16_t port)
 static int bind_id(struct ep *e, struct sockaddr_storage *ss)
 {
 	struct bind_try t = { e->id, ss };
-	int ret;
+	int ret = limits_take_port(e->c->u);
 
+	if (ret)
+		return ret;
 	if (((struct sockaddr_in *)ss)->sin_port)
-		return rdma_bind_addr(e->id, (struct sockaddr *)ss) ? -errno : 0;
-	ret = port_pick(exsd.conf.port_lo, exsd.conf.port_hi, &exsd.port_cursor, try_bind, &t);
-	return ret < 0 ? ret : 0;
+		ret = rdma_bind_addr(e->id, (struct sockaddr *)ss) ? -errno : 0;
+	else
+		ret = port_pick(exsd.conf.port_lo, exsd.conf.port_hi, &exsd.port_cursor, try_bind, &t);
+	if (ret < 0) {
+		limits_put_port(e->c->u);
+		return ret;
+	}
+	e->holds_port = true;
+	return 0;
 }
 
 static unsigned listeners(const struct client *c)

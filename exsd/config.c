@@ -39,6 +39,11 @@ static const struct conf_key keys[] = {
 	K("limits", "max_listeners_per_client", CT_UINT, max_listeners, 1, 65536),
 	K("limits", "max_pending_per_listener", CT_UINT, max_pending, 1, 4096),
 	K("limits", "connect_timeout_ms", CT_UINT, connect_timeout_ms, 100, 600000),
+	K("limits", "reserved_clients", CT_UINT, reserved_clients, 0, 65536),
+	K("limits", "max_clients_per_uid", CT_UINT, max_clients_per_uid, 1, 65536),
+	K("limits", "max_sockets_per_uid", CT_UINT, max_sockets_per_uid, 1, 1 << 20),
+	K("limits", "max_ports_per_uid", CT_UINT, max_ports_per_uid, 1, 65536),
+	K("limits", "hello_timeout_ms", CT_UINT, hello_timeout_ms, 100, 600000),
 };
 #undef K
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -63,6 +68,11 @@ void config_defaults(struct exsd_config *c)
 	c->max_listeners = 1024;
 	c->max_pending = 4096;
 	c->connect_timeout_ms = EXSD_CONNECT_MS;
+	c->reserved_clients = 32;
+	c->max_clients_per_uid = 256;
+	c->max_sockets_per_uid = 16384;
+	c->max_ports_per_uid = 4096;	/* a quarter of the default ephemeral range */
+	c->hello_timeout_ms = 5000;
 }
 
 /* A whole decimal number, no sign; -EINVAL when it is not one. */

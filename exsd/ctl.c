@@ -2,8 +2,14 @@
  * exsd's control channel: a Unix SOCK_SEQPACKET listener, one client per
  * connection, every client named by SO_PEERCRED. Each message is checked
  * (size, version, shape, order) before it is used; a client that breaks
- * the protocol is dropped, and no client can make exsd block: replies are
- * sent without waiting, and a client that does not read is dropped.
+ * the protocol is dropped, and no client can make exsd block: replies and
+ * events are sent without waiting. What a client's socket cannot take yet
+ * waits in the client's output queue, bounded in bytes; while that holds
+ * more than EXSD_OUTQ_HIGH, exsd reads no more requests from the client,
+ * and a client that takes nothing from it for EXSD_STALL_MS is dropped (a
+ * busy client is not a dead one). A client must say Hello within
+ * hello_timeout_ms. Out of descriptors, exsd stops accepting for
+ * EXSD_ACCEPT_RETRY_MS or until a client leaves, rather than spin.
  * A dropped client's rdmacm ids are disconnected and destroyed.
  */
 #include <errno.h>
@@ -15,6 +21,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 #include <systemd/sd-daemon.h>
 
@@ -26,23 +33,139 @@ void ctl_msg_init(ExsCtl__Msg *m)
 	m->version = EXS_CTL_VERSION;
 }
 
+static void arm_timer(struct client *c, uint64_t ms)
+{
+	struct timeval tv = { .tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000 * 1000) };
+
+	evtimer_add(c->timer, &tv);
+}
+
+/* The client is beyond help: shut it down; its read event drops it. */
+static void client_fail(struct client *c, const char *why)
+{
+	if (c->failed)
+		return;
+	exsd_log(LOG_WARNING, "client %u (%s, pid %d): %s, dropping it", c->id, c->comm, (int)c->pid, why);
+	c->failed = true;
+	c->why = why;
+	shutdown(c->fd, SHUT_RDWR);
+	event_active(c->ev, EV_READ, 0);
+}
+
+static void outq_free(struct client *c)
+{
+	while (c->outq) {
+		struct frame *f = c->outq;
+
+		c->outq = f->next;
+		free(f);
+	}
+	c->outq_tail = &c->outq;
+	c->outq_bytes = 0;
+}
+
+static void pause_reading(struct client *c)
+{
+	if (c->paused)
+		return;
+	c->paused = true;
+	event_del(c->ev);
+	c->progress_ms = now_ms();
+	arm_timer(c, EXSD_STALL_MS);
+	exsd_log(LOG_DEBUG, "client %u: %zu bytes queued, not reading its requests", c->id, c->outq_bytes);
+}
+
+static void resume_reading(struct client *c)
+{
+	if (!c->paused)
+		return;
+	c->paused = false;
+	evtimer_del(c->timer);
+	event_add(c->ev, NULL);
+	exsd_log(LOG_DEBUG, "client %u: %zu bytes queued, reading again", c->id, c->outq_bytes);
+}
+
+/* Send what the socket takes: 0, or -errno when the client is gone. */
+static int outq_flush(struct client *c)
+{
+	while (c->outq) {
+		struct frame *f = c->outq;
+
+		if (send(c->fd, f->data, f->len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno == EAGAIN ? 0 : -errno;
+		}
+		c->outq = f->next;
+		c->outq_bytes -= f->len;
+		free(f);
+		c->progress_ms = now_ms();
+	}
+	c->outq_tail = &c->outq;
+	return 0;
+}
+
+static void on_writable(evutil_socket_t fd, short what, void *arg)
+{
+	struct client *c = arg;
+	int ret;
+
+	(void)fd;
+	(void)what;
+	ret = outq_flush(c);
+	if (ret) {
+		outq_free(c);
+		client_fail(c, "send failed");
+		return;
+	}
+	if (!c->outq)
+		event_del(c->wev);
+	if (c->outq_bytes <= EXSD_OUTQ_LOW)
+		resume_reading(c);
+}
+
 void ctl_send(struct client *c, ExsCtl__Msg *m)
 {
 	uint8_t buf[EXS_CTL_MAX_MSG];
 	size_t n = exs_ctl__msg__get_packed_size(m);
+	struct frame *f;
 
-	if (c->fd < 0)
+	if (c->fd < 0 || c->failed)
 		return;
 	if (n > sizeof(buf)) {
 		exsd_log(LOG_ERR, "client %u: reply of %zu bytes too large, dropped", c->id, n);
 		return;
 	}
 	exs_ctl__msg__pack(m, buf);
-	if (send(c->fd, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)n) {
-		/* never wait for a client: one that cannot take a message is gone */
-		exsd_log(LOG_WARNING, "client %u (%s): send failed (%m), dropping it", c->id, c->comm);
-		shutdown(c->fd, SHUT_RDWR); /* the read event will drop it */
+	if (!c->outq) {
+		if (send(c->fd, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)n)
+			return;
+		if (errno != EAGAIN && errno != EINTR) {
+			client_fail(c, "send failed");
+			return;
+		}
 	}
+	/* busy: queue it behind the others, in order */
+	if (c->outq_bytes + n > EXSD_OUTQ_MAX) {
+		outq_free(c);
+		client_fail(c, "output queue full");
+		return;
+	}
+	f = malloc(sizeof(*f) + n);
+	if (!f) {
+		outq_free(c);
+		client_fail(c, "out of memory for its output");
+		return;
+	}
+	f->next = NULL;
+	f->len = n;
+	memcpy(f->data, buf, n);
+	*c->outq_tail = f;
+	c->outq_tail = &f->next;
+	c->outq_bytes += n;
+	event_add(c->wev, NULL);
+	if (c->outq_bytes > EXSD_OUTQ_HIGH)
+		pause_reading(c);
 }
 
 void ctl_reply_error(struct client *c, uint32_t seq, int err, const char *text)
@@ -71,27 +194,31 @@ void ctl_reply_ok(struct client *c, uint32_t seq)
 	ctl_send(c, &m);
 }
 
+static void accept_resume(void);
+
 void client_drop(struct client *c, const char *why)
 {
-	struct client **p;
-
 	exsd_log(LOG_INFO, "client %u (%s, pid %d) gone: %s", c->id, c->comm, (int)c->pid, why);
 	c->monitor = false;
+	c->failed = true; /* nothing more is sent to it */
 	for (struct ep *e = c->eps; e; e = e->next)
 		if (e->state == EP_ESTABLISHED || e->state == EP_LISTENING)
 			observe_event(e, "close", ESRCH); /* its process is gone */
 	while (c->eps)
 		ep_free(c->eps);
 	observe_client_gone(c);
-	for (p = &exsd.clients; *p; p = &(*p)->next)
-		if (*p == c) {
-			*p = c->next;
-			break;
-		}
+	*c->pprev = c->next;
+	if (c->next)
+		c->next->pprev = c->pprev;
 	exsd.nclients--;
+	limits_client_gone(c->u);
+	outq_free(c);
 	event_free(c->ev);
+	event_free(c->wev);
+	event_free(c->timer);
 	close(c->fd);
 	free(c);
+	accept_resume(); /* a descriptor is free again */
 }
 
 /* Tell a client that its socket `sock` has no connection (any more). */
@@ -128,6 +255,7 @@ static bool dispatch(struct client *c, ExsCtl__Msg *m)
 			return false;
 		}
 		c->hello = true;
+		evtimer_del(c->timer);
 		c->observer = m->hello->observer;
 		c->low_ports = c->uid == 0 || proc_has_cap(c->pid, CAP_NET_BIND_SERVICE);
 		ctl_msg_init(&r);
@@ -201,6 +329,10 @@ static void on_client(evutil_socket_t fd, short what, void *arg)
 	bool keep;
 
 	(void)what;
+	if (c->failed) {
+		client_drop(c, c->why);
+		return;
+	}
 	n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
@@ -231,37 +363,124 @@ static void on_client(evutil_socket_t fd, short what, void *arg)
 		client_drop(c, "protocol violation");
 }
 
+static void on_client_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct client *c = arg;
+	uint64_t idle;
+
+	(void)fd;
+	(void)what;
+	if (!c->hello) {
+		client_drop(c, "no hello in time");
+		return;
+	}
+	if (!c->paused)
+		return;
+	idle = now_ms() - c->progress_ms;
+	if (idle >= EXSD_STALL_MS) {
+		exsd_log(LOG_WARNING, "client %u (%s, pid %d): took none of its %zu queued bytes in %u ms",
+			 c->id, c->comm, (int)c->pid, c->outq_bytes, EXSD_STALL_MS);
+		client_drop(c, "stalled");
+		return;
+	}
+	arm_timer(c, EXSD_STALL_MS - idle);
+}
+
+/* Out of descriptors: stop accepting until a client leaves or a while has
+ * passed, instead of being called again at once for the same failure. */
+static void accept_pause(int err)
+{
+	if (!exsd.accept_paused && exsd.accept_refusals == 0)
+		exsd_log(LOG_WARNING, "cannot accept clients (%s), serving %u: trying again every %u ms "
+			 "or when one leaves", strerror(err), exsd.nclients, EXSD_ACCEPT_RETRY_MS);
+	exsd.accept_refusals++;
+	exsd.accept_paused = true;
+	event_del(exsd.listen_ev);
+	evtimer_add(exsd.accept_retry, &(struct timeval){ .tv_usec = EXSD_ACCEPT_RETRY_MS * 1000 });
+}
+
+static void accept_resume(void)
+{
+	if (!exsd.accept_paused)
+		return;
+	exsd.accept_paused = false;
+	evtimer_del(exsd.accept_retry);
+	event_add(exsd.listen_ev, NULL);
+}
+
+static void on_accept_retry(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	accept_resume();
+}
+
+/* Refuse a client with a reason it can read, then close it. */
+static void refuse(int fd, uid_t uid, int err, const char *why)
+{
+	ExsCtl__Msg m;
+	ExsCtl__Error e = EXS_CTL__ERROR__INIT;
+	uint8_t buf[256];
+
+	exsd_log(LOG_WARNING, "refusing a client of uid %u: %s", (unsigned)uid, why);
+	ctl_msg_init(&m);
+	e.err = err;
+	e.text = (char *)why;
+	m.body_case = EXS_CTL__MSG__BODY_ERROR;
+	m.error = &e;
+	if (exs_ctl__msg__get_packed_size(&m) <= sizeof(buf))
+		(void)!send(fd, buf, exs_ctl__msg__pack(&m, buf), MSG_DONTWAIT | MSG_NOSIGNAL);
+	close(fd);
+}
+
 static void on_accept(evutil_socket_t lfd, short what, void *arg)
 {
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
+	struct uid_use *u = NULL;
 	struct client *c;
 	char path[64];
 	FILE *f;
-	int fd, sz = 1 << 20;
+	int fd, ret, sz = 1 << 20;
 
 	(void)what;
 	(void)arg;
 	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-	if (fd < 0)
-		return;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) || exsd.nclients >= exsd.conf.max_clients) {
-		exsd_log(LOG_WARNING, "refusing a client: %s",
-			 exsd.nclients >= exsd.conf.max_clients ? "too many clients" : "no credentials");
-		close(fd);
+	if (fd < 0) {
+		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+			accept_pause(errno);
 		return;
 	}
-	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	if (exsd.accept_refusals) {
+		exsd_log(LOG_NOTICE, "accepting clients again, after %u refusals", exsd.accept_refusals);
+		exsd.accept_refusals = 0;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len)) {
+		refuse(fd, (uid_t)-1, EACCES, "no credentials");
+		return;
+	}
+	ret = limits_admit_client(cred.uid, &u);
+	if (ret) {
+		refuse(fd, cred.uid, -ret, ret == -EUSERS ? "too many clients" : strerror(-ret));
+		return;
+	}
+	/* more than wmem_max only with CAP_NET_ADMIN; the queue does the rest */
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)))
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
 	c = calloc(1, sizeof(*c));
 	if (!c) {
+		limits_client_gone(u);
 		close(fd);
 		return;
 	}
 	c->fd = fd;
+	c->u = u;
 	c->pid = cred.pid;
 	c->uid = cred.uid;
 	c->id = ++exsd.next_client;
 	c->created_ms = now_ms();
+	c->outq_tail = &c->outq;
 	snprintf(path, sizeof(path), "/proc/%d/comm", (int)cred.pid);
 	if ((f = fopen(path, "r"))) {
 		if (fgets(c->comm, sizeof(c->comm), f))
@@ -269,12 +488,25 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 		fclose(f);
 	}
 	c->ev = event_new(exsd.base, fd, EV_READ | EV_PERSIST, on_client, c);
-	if (!c->ev || event_add(c->ev, NULL)) {
+	c->wev = event_new(exsd.base, fd, EV_WRITE | EV_PERSIST, on_writable, c);
+	c->timer = evtimer_new(exsd.base, on_client_timer, c);
+	if (!c->ev || !c->wev || !c->timer || event_add(c->ev, NULL)) {
+		if (c->ev)
+			event_free(c->ev);
+		if (c->wev)
+			event_free(c->wev);
+		if (c->timer)
+			event_free(c->timer);
+		limits_client_gone(u);
 		close(fd);
 		free(c);
 		return;
 	}
+	arm_timer(c, exsd.conf.hello_timeout_ms);
 	c->next = exsd.clients;
+	c->pprev = &exsd.clients;
+	if (c->next)
+		c->next->pprev = &c->next;
 	exsd.clients = c;
 	exsd.nclients++;
 	exsd_log(LOG_INFO, "client %u: pid %d uid %u (%s)", c->id, (int)c->pid, (unsigned)c->uid, c->comm);
@@ -331,7 +563,8 @@ int ctl_listen(void)
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 	exsd.listen_fd = fd;
 	exsd.listen_ev = event_new(exsd.base, fd, EV_READ | EV_PERSIST, on_accept, NULL);
-	if (!exsd.listen_ev || event_add(exsd.listen_ev, NULL))
+	exsd.accept_retry = evtimer_new(exsd.base, on_accept_retry, NULL);
+	if (!exsd.listen_ev || !exsd.accept_retry || event_add(exsd.listen_ev, NULL))
 		return -ENOMEM;
 	return 0;
 }
@@ -340,6 +573,10 @@ void ctl_shutdown(void)
 {
 	while (exsd.clients)
 		client_drop(exsd.clients, "exsd stopping");
+	if (exsd.accept_retry)
+		event_free(exsd.accept_retry);
+	exsd.accept_retry = NULL;
+	exsd.accept_paused = false; /* client_drop must not re-arm the listener */
 	if (exsd.listen_ev)
 		event_free(exsd.listen_ev);
 	if (exsd.listen_fd >= 0)

@@ -29,6 +29,15 @@
 #define EXSD_DEFAULT_CONFIG "/etc/exs.conf" /* CMake sets SYSCONFDIR/exs.conf */
 #endif
 #define EXSD_CONFIG_VALUE_MAX 112	/* a value as text, the socket path included */
+/* What exsd holds for a client that is slow to read its replies and events
+ * (ctl.c): above HIGH bytes queued it stops reading that client's requests,
+ * below LOW it reads them again; a client that takes nothing for STALL_MS
+ * while over HIGH, or whose queue would pass MAX, is dropped. */
+#define EXSD_OUTQ_HIGH (1u << 20)
+#define EXSD_OUTQ_LOW (256u << 10)
+#define EXSD_OUTQ_MAX (16u << 20)
+#define EXSD_STALL_MS 10000
+#define EXSD_ACCEPT_RETRY_MS 100	/* out of descriptors: try accept4 again after this */
 
 enum log_level { LOG_ERR = 3, LOG_WARNING = 4, LOG_NOTICE = 5, LOG_INFO = 6, LOG_DEBUG = 7 };
 void exsd_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -41,6 +50,8 @@ struct exsd_config {
 	uint32_t port_lo, port_hi;	/* [ports] ephemeral = LO-HI */
 	uint32_t credits, sp_max, inline_max, stream_buffer, busy_poll_us; /* [sockets] */
 	uint32_t max_clients, max_sockets, max_listeners, max_pending, connect_timeout_ms; /* [limits] */
+	uint32_t reserved_clients, max_clients_per_uid, max_sockets_per_uid, max_ports_per_uid;
+	uint32_t hello_timeout_ms;
 };
 
 /* config.c */
@@ -56,6 +67,22 @@ void config_log(const struct exsd_config *c);
 /* ports.c */
 int port_pick(uint32_t lo, uint32_t hi, uint32_t *cursor,
 	      int (*try_bind)(void *arg, uint16_t port), void *arg);
+/* limits.c: what each uid holds, found by uid in a hash table. Root is
+ * held to none of the per-uid limits. */
+struct uid_use {
+	uid_t uid;
+	unsigned clients, sockets, ports;
+	struct uid_use *next;	/* in its hash bucket */
+};
+struct uid_use *uid_use_get(uid_t uid);
+void uid_use_put(struct uid_use *u);
+int limits_admit_client(uid_t uid, struct uid_use **ret);
+void limits_client_gone(struct uid_use *u);
+int limits_take_socket(struct uid_use *u);
+void limits_put_socket(struct uid_use *u);
+int limits_take_port(struct uid_use *u);
+void limits_put_port(struct uid_use *u);
+
 /* proc.c */
 int proc_status_parse(FILE *f, const char *key, int base, uint64_t *ret);
 int proc_status_field(pid_t pid, const char *key, int base, uint64_t *ret);
@@ -98,6 +125,7 @@ struct ep {
 	enum ep_state state;
 	bool passive, iwarp, dead;
 	uint32_t backlog, pending; /* listeners */
+	bool holds_port;	/* counted in its uid's ports: bound by exsd for it */
 	struct ep *listener;	/* passive: the listener it came to */
 	struct exs_wire_setup offer;	/* active: ours; passive: the peer's */
 	struct exs_wire_setup agreed;
@@ -105,9 +133,25 @@ struct ep {
 	struct ep *next;	/* in the client's list */
 };
 
+/* A reply or event that the client's socket could not take yet. */
+struct frame {
+	struct frame *next;
+	size_t len;
+	uint8_t data[];
+};
+
 struct client {
 	int fd;
-	struct event *ev;
+	struct event *ev;	/* readable; deleted while its output is over the high mark */
+	struct event *wev;	/* writable; added while output is queued */
+	struct event *timer;	/* the hello deadline, then the stall deadline */
+	struct frame *outq, **outq_tail;
+	size_t outq_bytes;
+	bool paused;		/* not reading its requests: too much output queued */
+	bool failed;		/* shut down; its read event drops it */
+	const char *why;	/* why it failed */
+	uint64_t progress_ms;	/* when it last took a queued frame */
+	struct uid_use *u;
 	uint32_t id;
 	pid_t pid;
 	uid_t uid;
@@ -117,7 +161,7 @@ struct client {
 	uint64_t created_ms;
 	unsigned neps;
 	struct ep *eps;
-	struct client *next;
+	struct client *next, **pprev;
 };
 
 struct exsd {
@@ -126,6 +170,9 @@ struct exsd {
 	struct event *cm_ev;
 	int listen_fd;
 	struct event *listen_ev;
+	struct event *accept_retry;	/* out of descriptors: accepting again later */
+	bool accept_paused;
+	unsigned accept_refusals;	/* accept4 failures in this episode */
 	struct exsd_config conf;
 	const char *socket_path; /* conf.socket */
 	bool own_socket;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #include <systemd/sd-daemon.h>
@@ -106,6 +107,25 @@ static struct event *every(uint64_t usec, event_callback_fn fn)
 	return ev;
 }
 
+/* A client costs exsd a descriptor: take all the kernel lets it have (a
+ * hand-started exsd's soft limit is often 1,024, below max_clients). */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			exsd_log(LOG_WARNING, "cannot raise the descriptor limit, ignoring: %m");
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	exsd_log(rl.rlim_cur < (rlim_t)exsd.conf.max_clients + 64 ? LOG_WARNING : LOG_INFO,
+		 "descriptor limit %llu (max_clients %u)", (unsigned long long)rl.rlim_cur,
+		 exsd.conf.max_clients);
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	(void)what;
@@ -185,6 +205,7 @@ int main(int argc, char **argv)
 		exsd.port_cursor = (uint32_t)time(NULL) ^ (uint32_t)getpid();
 	exsd.port_cursor = exsd.conf.port_lo + exsd.port_cursor % (exsd.conf.port_hi - exsd.conf.port_lo + 1);
 	signal(SIGPIPE, SIG_IGN);
+	raise_nofile();
 	exsd.base = event_base_new();
 	if (!exsd.base) {
 		exsd_log(LOG_ERR, "cannot create the event loop");

@@ -19,15 +19,6 @@ run() {
 	echo "$out" | sed 's/^/    /'
 }
 
-# bg NAME CMD...: CMD in the background writing $LOGS/NAME.out; BG_PID is timeout's
-bg() {
-	local name=$1
-	shift
-	timeout 300 "$@" >"$LOGS/$name.out" 2>&1 &
-	BG_PID=$!
-	BGS+=($BG_PID)
-}
-BGS=()
 
 # pid_in NAME: the pid a test program printed ("pid N")
 pid_in() { sed -n 's/.*pid \([0-9]*\).*/\1/p' "$LOGS/$1.out" | head -n 1; }
@@ -57,13 +48,6 @@ qp_of() {
 		while read -r qpn tid; do
 			[ "$tid" != 0 ] && [ -d "/proc/$1/task/$tid" ] && { echo "$qpn"; break; }
 		done
-}
-
-stop_bgs() {
-	local p
-	for p in "${BGS[@]}"; do kill "$p" 2>/dev/null; done
-	for p in "${BGS[@]}"; do wait "$p" 2>/dev/null; done
-	BGS=()
 }
 
 t_start=$(date +%s%N)

@@ -36,6 +36,24 @@ stop_exsd() {
 	fi
 }
 
+# bg NAME CMD...: CMD in the background writing $LOGS/NAME.out, killed after
+# $BG_TIMEOUT s (300); BG_PID is timeout's
+bg() {
+	local name=$1
+	shift
+	timeout -k 10 "${BG_TIMEOUT:-300}" "$@" >"$LOGS/$name.out" 2>&1 &
+	BG_PID=$!
+	BGS+=($BG_PID)
+}
+BGS=()
+# stop_bgs: end what bg started
+stop_bgs() {
+	local p
+	for p in "${BGS[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${BGS[@]}"; do wait "$p" 2>/dev/null; done
+	BGS=()
+}
+
 # wait_for FILE PATTERN SECS
 wait_for() {
 	local end=$(($(date +%s) + $3))

@@ -1,7 +1,7 @@
 /*
  * exsd's configuration (exsd/config.c) and port policy (exsd/ports.c):
  * defaults, every key, FILE:LINE errors, ranges, the printed form read
- * back, and the ephemeral port search.
+ * back, the ephemeral port search, and the per-uid limits (exsd/limits.c).
  */
 #include "check_main.h"
 #include <errno.h>
@@ -75,6 +75,8 @@ START_TEST(defaults)
 		.credits = 32, .sp_max = 0, .inline_max = 4096, .stream_buffer = 0,
 		.busy_poll_us = 1000, .max_clients = 1024, .max_sockets = 4096,
 		.max_listeners = 1024, .max_pending = 4096, .connect_timeout_ms = 30000,
+		.reserved_clients = 32, .max_clients_per_uid = 256, .max_sockets_per_uid = 16384,
+		.max_ports_per_uid = 4096, .hello_timeout_ms = 5000,
 	};
 
 	config_defaults(&c);
@@ -118,7 +120,12 @@ START_TEST(every_key)
 				  "max_sockets_per_client = 20\n"
 				  "max_listeners_per_client = 3\n"
 				  "max_pending_per_listener = 4\n"
-				  "connect_timeout_ms = 5000   ; an inline comment\n"),
+				  "connect_timeout_ms = 5000   ; an inline comment\n"
+				  "reserved_clients = 2\n"
+				  "max_clients_per_uid = 5\n"
+				  "max_sockets_per_uid = 50\n"
+				  "max_ports_per_uid = 6\n"
+				  "hello_timeout_ms = 700\n"),
 			 0);
 	ck_assert_str_eq(errs, "");
 	struct exsd_config want = {
@@ -126,7 +133,9 @@ START_TEST(every_key)
 		.port_lo = 20000, .port_hi = 20009,
 		.credits = 64, .sp_max = 512, .inline_max = 128, .stream_buffer = 1048576,
 		.busy_poll_us = 0, .max_clients = 10, .max_sockets = 20, .max_listeners = 3,
-		.max_pending = 4, .connect_timeout_ms = 5000,
+		.max_pending = 4, .connect_timeout_ms = 5000, .reserved_clients = 2,
+		.max_clients_per_uid = 5, .max_sockets_per_uid = 50, .max_ports_per_uid = 6,
+		.hello_timeout_ms = 700,
 	};
 	ck_assert_mem_eq(&c, &want, sizeof(c));
 }
@@ -372,11 +381,69 @@ START_TEST(capabilities)
 }
 END_TEST
 
+struct exsd exsd;
+
+START_TEST(per_uid_limits)
+{
+	struct uid_use *a[4], *r[4], *b, *x = NULL;
+
+	config_defaults(&exsd.conf);
+	exsd.conf.max_clients = 6;
+	exsd.conf.reserved_clients = 2;
+	exsd.conf.max_clients_per_uid = 3;
+	exsd.conf.max_ports_per_uid = 2;
+	exsd.conf.max_sockets_per_uid = 1;
+	/* one user: three clients, then EUSERS */
+	for (int i = 0; i < 3; i++, exsd.nclients++)
+		ck_assert_int_eq(limits_admit_client(1000, &a[i]), 0);
+	ck_assert_ptr_eq(a[0], a[2]);
+	ck_assert_uint_eq(a[0]->clients, 3);
+	ck_assert_int_eq(limits_admit_client(1000, &x), -EUSERS);
+	ck_assert_ptr_null(x);
+	/* another user: one more, then the two places kept for root */
+	ck_assert_int_eq(limits_admit_client(1001, &b), 0);
+	exsd.nclients++;
+	ck_assert_int_eq(limits_admit_client(1002, &x), -EUSERS);
+	ck_assert_ptr_null(x);
+	for (int i = 0; i < 2; i++, exsd.nclients++)
+		ck_assert_int_eq(limits_admit_client(0, &r[i]), 0);
+	ck_assert_int_eq(limits_admit_client(0, &x), -EUSERS); /* max_clients is for root too */
+	/* ports and sockets: a user is stopped at its limit, root is not */
+	ck_assert_int_eq(limits_take_port(a[0]), 0);
+	ck_assert_int_eq(limits_take_port(a[1]), 0);
+	ck_assert_int_eq(limits_take_port(a[2]), -EADDRNOTAVAIL);
+	ck_assert_int_eq(limits_take_port(b), 0);
+	for (int i = 0; i < 5; i++)
+		ck_assert_int_eq(limits_take_port(r[0]), 0);
+	ck_assert_int_eq(limits_take_socket(a[0]), 0);
+	ck_assert_int_eq(limits_take_socket(a[0]), -ENOBUFS);
+	ck_assert_int_eq(limits_take_socket(r[1]), 0);
+	ck_assert_int_eq(limits_take_socket(r[1]), 0);
+	limits_put_port(a[0]);
+	ck_assert_int_eq(limits_take_port(a[0]), 0);
+	/* an entry lives while its uid holds anything */
+	limits_put_port(b);
+	limits_client_gone(b);
+	exsd.nclients--;
+	b = uid_use_get(1001);
+	ck_assert_uint_eq(b->clients + b->ports + b->sockets, 0);
+	uid_use_put(b);
+	/* 5 clients: a user is still beyond max_clients - reserved_clients */
+	ck_assert_int_eq(limits_admit_client(1001, &b), -EUSERS);
+	limits_client_gone(r[0]);
+	limits_client_gone(r[1]);
+	exsd.nclients -= 2;
+	ck_assert_int_eq(limits_admit_client(1001, &b), 0);
+	ck_assert_uint_eq(b->clients, 1);
+}
+END_TEST
+
 int main(void)
 {
 	const TTest *const tests[] = { defaults, empty_and_missing_files, every_key, log_levels,
 				       errors_name_file_and_line, syntax_errors, ranges, overrides,
-				       print_reads_back, ephemeral_ports, capabilities, NULL };
+				       print_reads_back, ephemeral_ports, capabilities, per_uid_limits,
+				       NULL };
 
 	return run_tests("config", 10, tests);
 }
