@@ -10,7 +10,9 @@ set -u
 T=$B/tests
 LOG=$LOGS/exsd-limits.log
 X() { timeout 20 "$B/exsctl" "$@"; }
-BURST=${EXS_BURST:-1000}
+# the default run keeps the burst at 200 (minutes of TCG time otherwise);
+# `tests/run-all --long` runs it at the issue's 1,000 (EXS_BURST=1000)
+BURST=${EXS_BURST:-200}
 
 t_start=$(date +%s%N)
 
