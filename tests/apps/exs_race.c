@@ -3,13 +3,14 @@
  * exs_race: exs_close from one thread while another thread's exs_bind or
  * exs_listen on the same socket waits for exsd's reply (the library lock is
  * released during that wait). Each round binds the same ADDR:PORT, so a
- * binding that a racing close failed to hand back to exsd shows as
- * EADDRINUSE in the next round; under ASan a socket freed under the
+ * binding that a racing close failed to hand back to exsd shows as an
+ * EADDRINUSE that never clears; under ASan a socket freed under the
  * waiting call shows as a use-after-free.
  *
  *   exs_race ADDR PORT ROUNDS
  * Prints one line of counts; exit 0 when every call ended in success or
- * EBADF (closed under it) and no round saw EADDRINUSE.
+ * EBADF (closed under it) and every port came back within 2 s (a few
+ * rounds met one for a moment in the guest: counted, not failed).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -18,13 +19,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <exs.h>
 
 static int shared_fd = -1; /* the socket either thread may close: CAS owns it */
 static volatile int stop;
 static exs_qhandle_t closeq;
-static long closed_by_racer;
+static long closed_by_racer, transient;
 
 /* Take the socket if nobody else has; true: the caller must close it. */
 static bool take(int fd)
@@ -78,6 +80,14 @@ int main(int argc, char **argv)
 		}
 		__atomic_store_n(&shared_fd, fd, __ATOMIC_RELEASE);
 		ret = exs_bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+		/* a binding handed back a moment ago may take the kernel a moment
+		 * to release; a leaked one never goes (wait up to 2 s) */
+		for (int t = 0; ret && errno == EADDRINUSE && t < 100; t++) {
+			if (!t)
+				transient++;
+			usleep(20000);
+			ret = exs_bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+		}
 		if (!ret && listen)
 			ret = exs_listen(fd, 4);
 		if (!ret || errno == EBADF) {
@@ -95,7 +105,8 @@ int main(int argc, char **argv)
 	stop = 1;
 	pthread_join(t, NULL);
 	printf("exs_race: %ld rounds, %ld calls succeeded, %ld failed with EBADF (closed "
-	       "under them), %ld closes by the racer, %ld bad\n",
-	       rounds, ok, ebadf, closed_by_racer, bad);
+	       "under them), %ld closes by the racer, %ld binds met a port still in use and "
+	       "got it within 2 s, %ld bad\n",
+	       rounds, ok, ebadf, closed_by_racer, transient, bad);
 	return bad ? 1 : 0;
 }

@@ -74,7 +74,7 @@ if out=$(timeout 120 "$B/tests/exs_race" "$EXS_VM_RXE_IP" 7600 400 2>&1); then
 else
 	fail "exs_close racing exs_bind/exs_listen"
 fi
-echo "$out" | tail -n 5 | sed 's/^/    /'
+echo "$out" | tail -n 20 | sed 's/^/    /'
 exsctl_tests
 stop_exsd one
 if out=$("$B/exsctl" conns 2>&1); then
