@@ -100,8 +100,6 @@ case $st in *'Status: "serving 1 client, 0 connections"'*) pass "systemctl statu
 *) fail "systemctl status exsd: no STATUS= line for 1 client"; systemctl status exsd.service --no-pager | sed 's/^/    /' ;; esac
 kill $HOLD 2>/dev/null
 wait $HOLD 2>/dev/null
-n=$(journalctl -u exsd.service -o json --no-pager | jq -r 'select(._PID != "1") | .PRIORITY' | sort -u | xargs)
-echo "    priorities of exsd's own lines: $n"
 journalctl -u exsd.service -p notice --no-pager -q | grep -q 'serving on' &&
 	fail "journalctl -p notice shows an info line" || pass "journalctl -u exsd -p notice leaves out info lines"
 
@@ -198,7 +196,7 @@ jcheck "exsctl config after a bad reload: unchanged" \
 	pass "exsd runs on after a bad reload" || fail "exsd after a bad reload: $(service ActiveState)"
 
 # ---- a bad file at start: one failure, no restart loop, the socket listens
-restarts=$(service NRestarts)
+# (NRestarts counts systemd's own restarts since the last manual start)
 mark
 printf '[sockets]\ncredts = 3\n' >"$conf"
 systemctl restart exsd.service 2>"$LOGS/restart.err" && fail "systemctl restart with a bad file succeeded" ||
@@ -212,10 +210,10 @@ X config >"$LOGS/x.out" 2>&1 && fail "exsctl config worked without exsd" ||
 	pass "a client meanwhile is refused in $(echo "$(date +%s.%N) $t0" | awk '{printf "%.1f", $1 - $2}') s: $(head -n 1 "$LOGS/x.out")"
 sleep 5
 n=$(journalctl -u exsd.service --after-cursor="$cursor" -o cat --no-pager | grep -c '^not starting: bad configuration')
-if [ "$n" = 2 ] && [ "$(service NRestarts)" = "$restarts" ] && [ "$(service ActiveState)" = failed ] &&
+if [ "$n" = 2 ] && [ "$(service NRestarts)" = 0 ] && [ "$(service ActiveState)" = failed ] &&
 	[ "$(service ExecMainStatus)" = 78 ]; then
 	pass "exsd.service failed once per start (2 starts, 0 restarts), exit 78"
-else fail "bad file: $n starts logged, NRestarts $restarts -> $(service NRestarts), $(service ActiveState), exit $(service ExecMainStatus)"; fi
+else fail "bad file: $n starts logged, NRestarts $(service NRestarts), $(service ActiveState), exit $(service ExecMainStatus)"; fi
 [ "$(systemctl show -P ActiveState exsd.socket)" = active ] &&
 	pass "exsd.socket still listening ($(systemctl show -P SubState exsd.socket))" ||
 	fail "exsd.socket $(systemctl show -P ActiveState exsd.socket)"
