@@ -322,3 +322,34 @@ int config_load(struct exsd_config *c, const char *path, bool must_exist, FILE *
 	}
 	return p.errors ? -EINVAL : 0;
 }
+
+/* ---- rereading the file while exsd runs */
+
+int config_reload(struct exsd_config *c, const char *path, bool must_exist, FILE *err, FILE *log)
+{
+	const char *sec, *name, *sec2, *name2;
+	char was[EXSD_CONFIG_VALUE_MAX], now[EXSD_CONFIG_VALUE_MAX];
+	struct exsd_config n;
+	int ret, changed = 0;
+
+	config_defaults(&n);
+	ret = config_load(&n, path, must_exist, err);
+	if (ret)
+		return ret;
+	for (size_t i = 0; !config_get(c, i, &sec, &name, was, sizeof(was)); i++) {
+		config_get(&n, i, &sec2, &name2, now, sizeof(now));
+		if (!strcmp(was, now))
+			continue;
+		if (keys[i].type == CT_PATH) {
+			/* the control socket is bound, or systemd's: it stays */
+			fprintf(log, "[%s] %s = %s: cannot change while running, keeping %s\n",
+				sec, name, now, was);
+			continue;
+		}
+		fprintf(log, "[%s] %s: %s -> %s\n", sec, name, was, now);
+		changed++;
+	}
+	memcpy(n.socket, c->socket, sizeof(n.socket));
+	*c = n;
+	return changed;
+}

@@ -63,6 +63,12 @@ int config_get(const struct exsd_config *c, size_t i, const char **section, cons
 	       char *val, size_t len);
 void config_print(const struct exsd_config *c, FILE *f);
 void config_log(const struct exsd_config *c);
+/* Reread PATH into *c for a running exsd. A bad file leaves *c as it was
+ * (FILE:LINE lines to ERR, a negative errno returned). Otherwise every
+ * changed setting gets a line in LOG, the socket keeps its value (also
+ * with a line when the file names another) and the count of settings
+ * changed is returned. */
+int config_reload(struct exsd_config *c, const char *path, bool must_exist, FILE *err, FILE *log);
 
 /* ports.c */
 int port_pick(uint32_t lo, uint32_t hi, uint32_t *cursor,

@@ -2,9 +2,11 @@
  * exsd: the EXS connection broker. Parses options, sets up logging, the
  * libevent loop, rdmacm and the control socket, tells systemd when it is
  * really serving (and, while it runs, how much it serves and that it is
- * alive), and shuts down cleanly on SIGTERM/SIGINT.
+ * alive), rereads its configuration on SIGHUP and shuts down cleanly on
+ * SIGTERM/SIGINT.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -15,6 +17,8 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sysexits.h>
 #include <time.h>
 #include <unistd.h>
 #include <systemd/sd-daemon.h>
@@ -52,10 +56,25 @@ static void usage(FILE *f)
 		   EXSD_DEFAULT_CONFIG);
 }
 
+/* The file the configuration came from, for SIGHUP to read again; -d */
+static const char *config_path;
+static bool config_must_exist, config_debug;
+
+/* Each line of text (from an open_memstream) as a log line of its own;
+ * frees text. */
+static void log_lines(int level, const char *prefix, char *text)
+{
+	char *line, *save;
+
+	for (line = text ? strtok_r(text, "\n", &save) : NULL; line; line = strtok_r(NULL, "\n", &save))
+		exsd_log(level, "%s%s", prefix, line);
+	free(text);
+}
+
 /* Configuration errors, one line each, as log lines of their own. */
 static int load_config(const char *path, bool must_exist)
 {
-	char *text = NULL, *line, *save;
+	char *text = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&text, &len);
 	int ret;
@@ -64,10 +83,22 @@ static int load_config(const char *path, bool must_exist)
 		return -errno;
 	ret = config_load(&exsd.conf, path, must_exist, f);
 	fclose(f);
-	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-		exsd_log(LOG_ERR, "%s", line);
-	free(text);
+	log_lines(LOG_ERR, "", text);
 	return ret;
+}
+
+/* A bad configuration under socket activation: refuse the clients waiting
+ * on systemd's socket. Left there, they would start exsd again at once,
+ * and again, until systemd gave up on the socket too. */
+static void refuse_waiting_clients(void)
+{
+	int fd;
+
+	if (sd_listen_fds(0) != 1)
+		return;
+	fcntl(SD_LISTEN_FDS_START, F_SETFL, fcntl(SD_LISTEN_FDS_START, F_GETFL) | O_NONBLOCK);
+	while ((fd = accept4(SD_LISTEN_FDS_START, NULL, NULL, SOCK_CLOEXEC)) >= 0)
+		close(fd);
 }
 
 /* ---- systemd: STATUS= when the counts change, WATCHDOG=1 keep-alives */
@@ -126,6 +157,46 @@ static void raise_nofile(void)
 		 exsd.conf.max_clients);
 }
 
+/*
+ * SIGHUP (systemctl reload exsd): read the configuration file again. What
+ * is read at each use changes at once: the defaults new clients are given,
+ * the limits, the log level, the ephemeral ports of the next bind. The
+ * control socket stays. A bad file changes nothing.
+ */
+static void on_reload(evutil_socket_t fd, short what, void *arg)
+{
+	char *errs = NULL, *changes = NULL;
+	size_t elen = 0, clen = 0;
+	FILE *err, *log;
+	int ret = -ENOMEM;
+
+	(void)fd;
+	(void)what;
+	(void)arg;
+	sd_notify(0, "RELOADING=1\nSTATUS=reloading the configuration");
+	err = open_memstream(&errs, &elen);
+	log = open_memstream(&changes, &clen);
+	if (err && log)
+		ret = config_reload(&exsd.conf, config_path, config_must_exist, err, log);
+	if (err)
+		fclose(err);
+	if (log)
+		fclose(log);
+	if (config_debug)
+		exsd.conf.log_level = LOG_DEBUG;
+	log_lines(LOG_ERR, "", errs);
+	log_lines(LOG_NOTICE, "reload: ", changes);
+	if (ret < 0)
+		exsd_log(LOG_ERR, "reload: %s: %s; keeping the running configuration", config_path,
+			 strerror(-ret));
+	else
+		exsd_log(LOG_NOTICE, "reloaded %s: %d setting%s changed", config_path, ret,
+			 ret == 1 ? "" : "s");
+	shown_clients = UINT_MAX; /* STATUS= again, after "reloading" */
+	on_status_tick(-1, 0, NULL);
+	sd_notify(0, "READY=1");
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	(void)what;
@@ -144,7 +215,7 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct event *sigterm, *sigint;
+	struct event *sigterm, *sigint, *sighup;
 	const char *config = NULL, *sock_path = NULL;
 	struct event *status_ev, *watchdog_ev = NULL;
 	bool print = false, debug = false;
@@ -181,15 +252,20 @@ int main(int argc, char **argv)
 	/* built-in defaults < the file < $EXS_SOCKET < the command line */
 	config_defaults(&exsd.conf);
 	exsd.log_prefix = getenv("JOURNAL_STREAM") != NULL;
-	if (load_config(config ? config : EXSD_DEFAULT_CONFIG, config != NULL)) {
-		exsd_log(LOG_ERR, "not starting: bad configuration");
-		return 1;
+	config_path = config ? config : EXSD_DEFAULT_CONFIG;
+	config_must_exist = config != NULL;
+	config_debug = debug;
+	if (load_config(config_path, config_must_exist)) {
+		exsd_log(LOG_ERR, "not starting: bad configuration in %s", config_path);
+		refuse_waiting_clients();
+		return EX_CONFIG;
 	}
 	if (!sock_path && getenv("EXS_SOCKET") && *getenv("EXS_SOCKET"))
 		sock_path = getenv("EXS_SOCKET");
 	if (sock_path && config_set(&exsd.conf, "daemon", "socket", sock_path, err, sizeof(err))) {
 		exsd_log(LOG_ERR, "%s", err);
-		return 1;
+		refuse_waiting_clients();
+		return EX_CONFIG;
 	}
 	if (debug)
 		exsd.conf.log_level = LOG_DEBUG;
@@ -225,6 +301,8 @@ int main(int argc, char **argv)
 	sigint = evsignal_new(exsd.base, SIGINT, on_signal, NULL);
 	evsignal_add(sigterm, NULL);
 	evsignal_add(sigint, NULL);
+	sighup = evsignal_new(exsd.base, SIGHUP, on_reload, NULL);
+	evsignal_add(sighup, NULL);
 	config_log(&exsd.conf);
 	exsd_log(LOG_INFO, "serving on %s (control protocol %d, wire protocol %d)", exsd.socket_path,
 		 EXS_CTL_VERSION, EXS_WIRE_VERSION);
@@ -245,6 +323,7 @@ int main(int argc, char **argv)
 	cm_close();
 	event_free(sigterm);
 	event_free(sigint);
+	event_free(sighup);
 	event_base_free(exsd.base);
 	return 0;
 }

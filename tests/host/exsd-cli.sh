@@ -27,7 +27,7 @@ expect "exsd with a stray argument: exit 2" 2 '^usage' "$exsd" stray
 expect "exsd -x: exit 2" 2 '^usage' "$exsd" -x
 expect "exsd -p: the defaults in exs.conf syntax" 0 '^ephemeral = 49152-65535$' \
 	"$exsd" -c /dev/null -p
-expect "exsd -c missing: exit 1, the file named" 1 "$tmp/none.conf: No such file" \
+expect "exsd -c missing: exit 78 (EX_CONFIG), the file named" 78 "$tmp/none.conf: No such file" \
 	"$exsd" -c "$tmp/none.conf" -p
 
 cat >"$tmp/good.conf" <<'CONF'
@@ -56,15 +56,15 @@ expect "EXS_SOCKET overrides the file" 0 '^socket = /run/env.sock$' \
 expect "-s overrides the file and EXS_SOCKET" 0 '^socket = /run/opt.sock$' \
 	env EXS_SOCKET=/run/env.sock "$exsd" -c "$tmp/good.conf" -s /run/opt.sock -p
 expect "-d overrides log_level" 0 '^log_level = debug$' "$exsd" -c "$tmp/good.conf" -d -p
-expect "-s with a relative path: refused" 1 'not an absolute path' "$exsd" -c /dev/null -s rel.sock -p
+expect "-s with a relative path: refused, exit 78" 78 'not an absolute path' "$exsd" -c /dev/null -s rel.sock -p
 
 printf '[sockets]\ncredits = 2000\n[limits]\nmax_clients = many\n[nope]\nx = 1\n' >"$tmp/bad.conf"
-expect "a bad file: exit 1" 1 'not starting: bad configuration' "$exsd" -c "$tmp/bad.conf"
+expect "a bad file: exit 78 (EX_CONFIG)" 78 'not starting: bad configuration' "$exsd" -c "$tmp/bad.conf"
 for want in "bad.conf:2: credits: 2000 out of range" "bad.conf:4: max_clients: \"many\" is not a number" \
 	"bad.conf:6: unknown section \[nope\]"; do
-	expect "reported: $want" 1 "$want" "$exsd" -c "$tmp/bad.conf" -p
+	expect "reported: $want" 78 "$want" "$exsd" -c "$tmp/bad.conf" -p
 done
-expect "under journald: errors at priority 3" 1 '^<3>.*bad.conf:2:' \
+expect "under journald: errors at priority 3" 78 '^<3>.*bad.conf:2:' \
 	env JOURNAL_STREAM=8:1 "$exsd" -c "$tmp/bad.conf"
 
 echo "$pass passed, $fail failed"

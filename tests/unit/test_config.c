@@ -278,6 +278,98 @@ START_TEST(overrides)
 }
 END_TEST
 
+/* config_reload on a running configuration: `text` as the file; errs gets
+ * the FILE:LINE errors and changes the lines saying what changed. */
+static char changes[2048];
+static int reload(struct exsd_config *c, const char *text)
+{
+	FILE *err, *log;
+	int fd, ret;
+
+	memset(errs, 0, sizeof(errs));
+	memset(changes, 0, sizeof(changes));
+	err = fmemopen(errs, sizeof(errs), "w");
+	log = fmemopen(changes, sizeof(changes), "w");
+
+	snprintf(path, sizeof(path), "/tmp/exs-conf-test.XXXXXX");
+	fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	ret = config_reload(c, path, true, err, log);
+	fclose(err);
+	fclose(log);
+	unlink(path);
+	return ret;
+}
+
+static int reload_missing(struct exsd_config *c)
+{
+	FILE *err = fmemopen(errs, sizeof(errs), "w");
+	int ret = config_reload(c, "/nonexistent/exs.conf", true, err, err);
+
+	fclose(err);
+	return ret;
+}
+
+START_TEST(reload_applies_and_reports)
+{
+	struct exsd_config c;
+
+	ck_assert_int_eq(load(&c, "[sockets]\ncredits = 16\n[limits]\nmax_clients = 8\n"), 0);
+	/* credits and the range change, max_clients goes back to its default */
+	ck_assert_int_eq(reload(&c, "[sockets]\ncredits = 64\n[ports]\nephemeral = 40000-40009\n"
+				"[daemon]\nlog_level = debug\n"), 4);
+	ck_assert_uint_eq(c.credits, 64);
+	ck_assert_uint_eq(c.port_lo, 40000);
+	ck_assert_uint_eq(c.port_hi, 40009);
+	ck_assert_uint_eq(c.max_clients, 1024);
+	ck_assert_int_eq(c.log_level, LOG_DEBUG);
+	ck_assert_msg(strstr(changes, "[sockets] credits: 16 -> 64\n"), "%s", changes);
+	ck_assert_msg(strstr(changes, "[ports] ephemeral: 49152-65535 -> 40000-40009\n"), "%s", changes);
+	ck_assert_msg(strstr(changes, "[limits] max_clients: 8 -> 1024\n"), "%s", changes);
+	ck_assert_msg(strstr(changes, "[daemon] log_level: info -> debug\n"), "%s", changes);
+	/* the same file again: nothing changes, nothing said */
+	ck_assert_int_eq(reload(&c, "[sockets]\ncredits = 64\n[ports]\nephemeral = 40000-40009\n"
+				"[daemon]\nlog_level = debug\n"), 0);
+	ck_assert_str_eq(changes, "");
+}
+END_TEST
+
+START_TEST(reload_keeps_the_socket)
+{
+	struct exsd_config c;
+
+	ck_assert_int_eq(load(&c, "[daemon]\nsocket = /run/a.sock\n"), 0);
+	ck_assert_int_eq(reload(&c, "[daemon]\nsocket = /run/b.sock\n[sockets]\nsp_max = 512\n"), 1);
+	ck_assert_str_eq(c.socket, "/run/a.sock");
+	ck_assert_uint_eq(c.sp_max, 512);
+	ck_assert_msg(strstr(changes, "[daemon] socket = /run/b.sock: cannot change while running, "
+				      "keeping /run/a.sock\n"), "%s", changes);
+	ck_assert_msg(strstr(changes, "[sockets] sp_max: 0 -> 512\n"), "%s", changes);
+}
+END_TEST
+
+START_TEST(reload_of_a_bad_file_changes_nothing)
+{
+	struct exsd_config c, before;
+
+	ck_assert_int_eq(load(&c, "[sockets]\ncredits = 16\n"), 0);
+	before = c;
+	/* a good line before the bad one is not applied either */
+	ck_assert_int_eq(reload(&c, "[sockets]\ncredits = 64\nbusy_poll_us = soon\n"), -EINVAL);
+	ck_assert_mem_eq(&c, &before, sizeof(c));
+	ck_error(3, "busy_poll_us: \"soon\" is not a number");
+	ck_assert_str_eq(changes, "");
+	ck_assert_int_eq(reload(&c, "[sockets\n"), -EINVAL);
+	ck_assert_mem_eq(&c, &before, sizeof(c));
+	ck_error(1, "expected [section] or key = value");
+	/* a file that went away: also kept (must_exist, as with exsd -c) */
+	ck_assert_int_eq(reload_missing(&c), -ENOENT);
+	ck_assert_mem_eq(&c, &before, sizeof(c));
+}
+END_TEST
+
 START_TEST(print_reads_back)
 {
 	struct exsd_config c, d;
@@ -442,8 +534,9 @@ int main(void)
 {
 	const TTest *const tests[] = { defaults, empty_and_missing_files, every_key, log_levels,
 				       errors_name_file_and_line, syntax_errors, ranges, overrides,
-				       print_reads_back, ephemeral_ports, capabilities, per_uid_limits,
-				       NULL };
+				       print_reads_back, reload_applies_and_reports, reload_keeps_the_socket,
+				       reload_of_a_bad_file_changes_nothing, ephemeral_ports, capabilities,
+				       per_uid_limits, NULL };
 
 	return run_tests("config", 10, tests);
 }
