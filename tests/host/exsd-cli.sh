@@ -61,9 +61,15 @@ expect "-s with a relative path: refused" 1 'not an absolute path' "$exsd" -c /d
 printf '[sockets]\ncredits = 2000\n[limits]\nmax_clients = many\n[nope]\nx = 1\n' >"$tmp/bad.conf"
 expect "a bad file: exit 1" 1 'not starting: bad configuration' "$exsd" -c "$tmp/bad.conf"
 for want in "bad.conf:2: credits: 2000 out of range" "bad.conf:4: max_clients: \"many\" is not a number" \
-	"bad.conf:6: unknown section \[nope\]"; do
+	"bad.conf:5: unknown section \[nope\]"; do
 	expect "reported: $want" 1 "$want" "$exsd" -c "$tmp/bad.conf" -p
 done
+if ! grep -q "bad.conf:6" "$tmp/out"; then ok "the keys of an unknown section: no error of their own"
+else ko "keys of an unknown section reported again" "$tmp/out"; fi
+# an empty unknown section is as wrong as one with keys
+printf '[sockets]\ncredits = 8\n[socket]\n\n' >"$tmp/empty.conf"
+expect "an empty unknown [section]: refused with FILE:LINE" 1 "empty.conf:3: unknown section \[socket\]" \
+	"$exsd" -c "$tmp/empty.conf" -p
 expect "under journald: errors at priority 3" 1 '^<3>.*bad.conf:2:' \
 	env JOURNAL_STREAM=8:1 "$exsd" -c "$tmp/bad.conf"
 
