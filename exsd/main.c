@@ -43,13 +43,23 @@ void exsd_log(int level, const char *fmt, ...)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: exsd [-c FILE] [-s SOCKET] [-d] [-p] [-h]\n"
+	fprintf(f, "usage: exsd [-c FILE] [-s SOCKET] [-d] [-p] [-h] [--version]\n"
 		   "  -c, --config FILE  configuration (default %s; a missing default is fine)\n"
 		   "  -s, --socket PATH  control socket (overrides [daemon] socket and $EXS_SOCKET)\n"
 		   "  -d, --debug        log every state change (log_level = debug)\n"
 		   "  -p, --print        print the effective configuration and exit\n"
-		   "  -h, --help         this text\n",
+		   "  -h, --help         this text\n"
+		   "      --version      print the version and exit\n",
 		   EXSD_DEFAULT_CONFIG);
+}
+
+/* getopt has said what is wrong when what is NULL; exit status 2 */
+static int usage_error(const char *what, const char *arg)
+{
+	if (what)
+		fprintf(stderr, "exsd: %s '%s'\n", what, arg);
+	fputs("Try 'exsd --help'.\n", stderr);
+	return 2;
 }
 
 /* Configuration errors, one line each, as log lines of their own. */
@@ -142,6 +152,7 @@ int main(int argc, char **argv)
 		{ "debug", no_argument, NULL, 'd' },
 		{ "print", no_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct event *sigterm, *sigint;
@@ -152,6 +163,7 @@ int main(int argc, char **argv)
 	char err[256];
 	int o, ret;
 
+	argv[0] = program_invocation_short_name; /* getopt's messages name it */
 	while ((o = getopt_long(argc, argv, "c:s:dph", opts, NULL)) != -1) {
 		switch (o) {
 		case 'c':
@@ -169,15 +181,15 @@ int main(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
+		case 'V':
+			printf("exsd (EXS) %s\n", EXS_VERSION_STRING);
+			return 0;
 		default:
-			usage(stderr);
-			return 2;
+			return usage_error(NULL, NULL);
 		}
 	}
-	if (optind != argc) {
-		usage(stderr);
-		return 2;
-	}
+	if (optind != argc)
+		return usage_error("unexpected argument", argv[optind]);
 	/* built-in defaults < the file < $EXS_SOCKET < the command line */
 	config_defaults(&exsd.conf);
 	exsd.log_prefix = getenv("JOURNAL_STREAM") != NULL;

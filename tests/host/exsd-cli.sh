@@ -23,8 +23,8 @@ expect() {
 
 expect "exsd -h: usage on stdout, exit 0" 0 '^usage: exsd \[-c FILE\]' "$exsd" -h
 expect "exsd --help names the default file" 0 'default /.*/exs.conf' "$exsd" --help
-expect "exsd with a stray argument: exit 2" 2 '^usage' "$exsd" stray
-expect "exsd -x: exit 2" 2 '^usage' "$exsd" -x
+expect "exsd with a stray argument: exit 2, a hint to --help" 2 "^Try 'exsd --help'" "$exsd" stray
+expect "exsd -x: exit 2, a hint to --help" 2 "^Try 'exsd --help'" "$exsd" -x
 expect "exsd -p: the defaults in exs.conf syntax" 0 '^ephemeral = 49152-65535$' \
 	"$exsd" -c /dev/null -p
 expect "exsd -c missing: exit 1, the file named" 1 "$tmp/none.conf: No such file" \
