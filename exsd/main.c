@@ -5,6 +5,7 @@
  * alive), and shuts down cleanly on SIGTERM/SIGINT.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -13,8 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 #include <systemd/sd-daemon.h>
@@ -78,6 +83,56 @@ static int load_config(const char *path, bool must_exist)
 		exsd_log(LOG_ERR, "%s", line);
 	free(text);
 	return ret;
+}
+
+/* ---- one exsd per control socket */
+
+/* A second exsd would unlink the live socket and bind its own, leaving the
+ * first one's clients (and systemd's exsd.socket) on a dead path. So exsd
+ * holds an flock on SOCKET.lock for its whole life (the file is never
+ * unlinked: a new file would be a second lock), and a socket it did not
+ * get from systemd must not already be answering. Returns 0 or exits. */
+static int claim_socket(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char lock[PATH_MAX], dir[PATH_MAX], pid[16] = "";
+	char *slash;
+	int fd, s, n;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = 0;
+		if (mkdir(dir, 0755) && errno != EEXIST)
+			return -errno;
+	}
+	snprintf(lock, sizeof(lock), "%s.lock", path);
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_EX | LOCK_NB)) {
+		n = (int)read(fd, pid, sizeof(pid) - 1);
+		pid[n > 0 ? n : 0] = 0;
+		pid[strcspn(pid, "\n")] = 0;
+		exsd_log(LOG_ERR, "another exsd%s%s%s serves %s (it holds %s); not starting",
+			 *pid ? " (pid " : "", pid, *pid ? ")" : "", path, lock);
+		exit(1);
+	}
+	/* for the message above, in the next exsd that tries */
+	if (ftruncate(fd, 0) == 0)
+		dprintf(fd, "%d\n", (int)getpid());
+	if (sd_listen_fds(0) > 0 || strlen(path) >= sizeof(sa.sun_path))
+		return 0; /* systemd's socket, or one ctl_listen will refuse */
+	strcpy(sa.sun_path, path);
+	s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (s >= 0 && connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		exsd_log(LOG_ERR, "%s is in use by another process (systemd's exsd.socket?); not starting",
+			 path);
+		exit(1);
+	}
+	if (s >= 0)
+		close(s);
+	return 0; /* none, or a dead one left behind: ctl_listen replaces it */
 }
 
 /* ---- systemd: STATUS= when the counts change, WATCHDOG=1 keep-alives */
@@ -216,6 +271,11 @@ int main(int argc, char **argv)
 	if (getrandom(&exsd.port_cursor, sizeof(exsd.port_cursor), GRND_NONBLOCK) < 0)
 		exsd.port_cursor = (uint32_t)time(NULL) ^ (uint32_t)getpid();
 	exsd.port_cursor = exsd.conf.port_lo + exsd.port_cursor % (exsd.conf.port_hi - exsd.conf.port_lo + 1);
+	ret = claim_socket(exsd.socket_path);
+	if (ret) {
+		exsd_log(LOG_ERR, "cannot lock %s.lock: %s", exsd.socket_path, strerror(-ret));
+		return 1;
+	}
 	signal(SIGPIPE, SIG_IGN);
 	raise_nofile();
 	exsd.base = event_base_new();
