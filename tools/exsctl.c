@@ -409,7 +409,7 @@ static int cmd_monitor(const struct filter *fl, size_t nf)
 	ExsCtl__Monitor mon = EXS_CTL__MONITOR__INIT;
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct timeval tv = { 0, 0 };
-	char buf[64];
+	char buf[64], idbuf[32];
 
 	check_filters(&exs_ctl__sock_info__descriptor, fl, nf);
 	connect_exsd();
@@ -452,8 +452,9 @@ static int cmd_monitor(const struct filter *fl, size_t nf)
 
 				localtime_r(&t, &tm);
 				strftime(ts, sizeof(ts), "%H:%M:%S", &tm);
+				/* a buffer per cell: both are evaluated before printf runs */
 				printf("%s.%03u %-10s id %s %s %s -> %s %s %s pid %s %s%s%s\n", ts,
-				       (unsigned)(e->time_ms % 1000), e->event, cell(s, "id", buf, sizeof(buf)),
+				       (unsigned)(e->time_ms % 1000), e->event, cell(s, "id", idbuf, sizeof(idbuf)),
 				       e->sock->type, e->sock->local, e->sock->peer, e->sock->device,
 				       e->sock->transport, e->sock->hidden ? "-" : cell(s, "pid", buf, sizeof(buf)),
 				       e->sock->hidden ? "-" : e->sock->comm, *e->error ? ": " : "", e->error);
@@ -481,7 +482,15 @@ static int cmd_disconnect(const char *id)
 	m.body_case = EXS_CTL__MSG__BODY_DISCONNECT;
 	m.disconnect = &d;
 	send_msg(&m);
-	r = recv_msg(); /* an Error exits non-zero with exsd's reason */
+	r = recv_any();
+	if (r->body_case == EXS_CTL__MSG__BODY_ERROR) {
+		/* exsd's ENOENT would read "No such file or directory" */
+		if (r->error->err == ENOENT)
+			fprintf(stderr, "exsctl: no connection %s (see exsctl conns)\n", id);
+		else
+			fprintf(stderr, "exsctl: cannot disconnect %s: %s\n", id, r->error->text);
+		return 1;
+	}
 	exs_ctl__msg__free_unpacked(r, NULL);
 	return 0;
 }

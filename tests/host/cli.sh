@@ -37,5 +37,15 @@ for prog in exsd exsctl exs-perf; do
 	done
 done
 
+# exsctl's own argument checks, before it looks for exsd
+for args in "disconnect" "disconnect abc" "disconnect -1" "disconnect 99999999999" "conns pid"; do
+	# shellcheck disable=SC2086
+	"$build/exsctl" -s "$tmp/none.sock" $args >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	if [ $rc = 2 ] && [ "$(wc -l <"$tmp/err")" = 2 ] && [ "$(tail -n 1 "$tmp/err")" = "Try 'exsctl --help'." ]; then
+		ok "exsctl $args: $(head -n 1 "$tmp/err"), exit 2"
+	else echo "    exit $rc"; ko "exsctl $args"; fi
+done
+
 echo "$pass passed, $fail failed"
 [ $fail = 0 ] && [ $pass -gt 0 ]
