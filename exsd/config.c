@@ -255,6 +255,33 @@ static void report(struct parse *p, const char *msg)
 	p->errors++;
 }
 
+static bool section_known(const char *section)
+{
+	for (size_t i = 0; i < NKEYS; i++)
+		if (!strcmp(section, keys[i].section))
+			return true;
+	return false;
+}
+
+/* inih calls the handler for keys only, so an unknown [section] is caught
+ * here, on its own line, even when no key follows it. */
+static void check_section(struct parse *p, const char *line)
+{
+	char name[64];
+	const char *end;
+
+	line += strspn(line, " \t");
+	if (*line != '[' || !(end = strchr(line, ']')) || (size_t)(end - line - 1) >= sizeof(name))
+		return; /* not a header, or one inih itself refuses */
+	snprintf(name, sizeof(name), "%.*s", (int)(end - line - 1), line + 1);
+	if (!section_known(name)) {
+		char err[96];
+
+		snprintf(err, sizeof(err), "unknown section [%s]", name);
+		report(p, err);
+	}
+}
+
 /* inih's reader: one whole line per call, so that p->line is the line the
  * handler is called for; a line too long for inih's buffer is an error. */
 static char *read_line(char *str, int num, void *stream)
@@ -273,6 +300,7 @@ static char *read_line(char *str, int num, void *stream)
 		report(p, "line too long");
 		str[0] = 0; /* an empty line to inih */
 	}
+	check_section(p, str);
 	return str;
 }
 
@@ -281,6 +309,8 @@ static int on_key(void *user, const char *section, const char *name, const char 
 	struct parse *p = user;
 	char err[256];
 
+	if (*section && !section_known(section))
+		return 1; /* reported once, at its [header] */
 	for (size_t i = 0; i < NKEYS; i++)
 		if (!strcmp(section, keys[i].section) && !strcmp(name, keys[i].name)) {
 			/* also catches an indented line, which inih takes as a

@@ -15,10 +15,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sysexits.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 #include <systemd/sd-daemon.h>
@@ -47,12 +50,13 @@ void exsd_log(int level, const char *fmt, ...)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: exsd [-c FILE] [-s SOCKET] [-d] [-p] [-h]\n"
+	fprintf(f, "usage: exsd [-c FILE] [-s SOCKET] [-d] [-p] [-h] [--version]\n"
 		   "  -c, --config FILE  configuration (default %s; a missing default is fine)\n"
 		   "  -s, --socket PATH  control socket (overrides [daemon] socket and $EXS_SOCKET)\n"
 		   "  -d, --debug        log every state change (log_level = debug)\n"
 		   "  -p, --print        print the effective configuration and exit\n"
-		   "  -h, --help         this text\n",
+		   "  -h, --help         this text\n"
+		   "      --version      print the version and exit\n",
 		   EXSD_DEFAULT_CONFIG);
 }
 
@@ -69,6 +73,15 @@ static void log_lines(int level, const char *prefix, char *text)
 	for (line = text ? strtok_r(text, "\n", &save) : NULL; line; line = strtok_r(NULL, "\n", &save))
 		exsd_log(level, "%s%s", prefix, line);
 	free(text);
+}
+
+/* getopt has said what is wrong when what is NULL; exit status 2 */
+static int usage_error(const char *what, const char *arg)
+{
+	if (what)
+		fprintf(stderr, "exsd: %s '%s'\n", what, arg);
+	fputs("Try 'exsd --help'.\n", stderr);
+	return 2;
 }
 
 /* Configuration errors, one line each, as log lines of their own. */
@@ -99,6 +112,56 @@ static void refuse_waiting_clients(void)
 	fcntl(SD_LISTEN_FDS_START, F_SETFL, fcntl(SD_LISTEN_FDS_START, F_GETFL) | O_NONBLOCK);
 	while ((fd = accept4(SD_LISTEN_FDS_START, NULL, NULL, SOCK_CLOEXEC)) >= 0)
 		close(fd);
+}
+
+/* ---- one exsd per control socket */
+
+/* A second exsd would unlink the live socket and bind its own, leaving the
+ * first one's clients (and systemd's exsd.socket) on a dead path. So exsd
+ * holds an flock on SOCKET.lock for its whole life (the file is never
+ * unlinked: a new file would be a second lock), and a socket it did not
+ * get from systemd must not already be answering. Returns 0 or exits. */
+static int claim_socket(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char lock[PATH_MAX], dir[PATH_MAX], pid[16] = "";
+	char *slash;
+	int fd, s, n;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = 0;
+		if (mkdir(dir, 0755) && errno != EEXIST)
+			return -errno;
+	}
+	snprintf(lock, sizeof(lock), "%s.lock", path);
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_EX | LOCK_NB)) {
+		n = (int)read(fd, pid, sizeof(pid) - 1);
+		pid[n > 0 ? n : 0] = 0;
+		pid[strcspn(pid, "\n")] = 0;
+		exsd_log(LOG_ERR, "another exsd%s%s%s serves %s (it holds %s); not starting",
+			 *pid ? " (pid " : "", pid, *pid ? ")" : "", path, lock);
+		exit(1);
+	}
+	/* for the message above, in the next exsd that tries */
+	if (ftruncate(fd, 0) == 0)
+		dprintf(fd, "%d\n", (int)getpid());
+	if (sd_listen_fds(0) > 0 || strlen(path) >= sizeof(sa.sun_path))
+		return 0; /* systemd's socket, or one ctl_listen will refuse */
+	strcpy(sa.sun_path, path);
+	s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (s >= 0 && connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		exsd_log(LOG_ERR, "%s is in use by another process (systemd's exsd.socket?); not starting",
+			 path);
+		exit(1);
+	}
+	if (s >= 0)
+		close(s);
+	return 0; /* none, or a dead one left behind: ctl_listen replaces it */
 }
 
 /* ---- systemd: STATUS= when the counts change, WATCHDOG=1 keep-alives */
@@ -213,6 +276,7 @@ int main(int argc, char **argv)
 		{ "debug", no_argument, NULL, 'd' },
 		{ "print", no_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct event *sigterm, *sigint, *sighup;
@@ -223,6 +287,7 @@ int main(int argc, char **argv)
 	char err[256];
 	int o, ret;
 
+	argv[0] = program_invocation_short_name; /* getopt's messages name it */
 	while ((o = getopt_long(argc, argv, "c:s:dph", opts, NULL)) != -1) {
 		switch (o) {
 		case 'c':
@@ -240,15 +305,15 @@ int main(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
+		case 'V':
+			printf("exsd (EXS) %s\n", EXS_VERSION_STRING);
+			return 0;
 		default:
-			usage(stderr);
-			return 2;
+			return usage_error(NULL, NULL);
 		}
 	}
-	if (optind != argc) {
-		usage(stderr);
-		return 2;
-	}
+	if (optind != argc)
+		return usage_error("unexpected argument", argv[optind]);
 	/* built-in defaults < the file < $EXS_SOCKET < the command line */
 	config_defaults(&exsd.conf);
 	exsd.log_prefix = getenv("JOURNAL_STREAM") != NULL;
@@ -280,6 +345,11 @@ int main(int argc, char **argv)
 	if (getrandom(&exsd.port_cursor, sizeof(exsd.port_cursor), GRND_NONBLOCK) < 0)
 		exsd.port_cursor = (uint32_t)time(NULL) ^ (uint32_t)getpid();
 	exsd.port_cursor = exsd.conf.port_lo + exsd.port_cursor % (exsd.conf.port_hi - exsd.conf.port_lo + 1);
+	ret = claim_socket(exsd.socket_path);
+	if (ret) {
+		exsd_log(LOG_ERR, "cannot lock %s.lock: %s", exsd.socket_path, strerror(-ret));
+		return 1;
+	}
 	signal(SIGPIPE, SIG_IGN);
 	raise_nofile();
 	exsd.base = event_base_new();

@@ -94,7 +94,9 @@ static void fill_info(ExsCtl__SockInfo *i, struct info_buf *b, const struct ep *
 	i->type = e->type == SOCK_STREAM ? "stream" : "seqpacket";
 	i->state = (char *)ep_state_name(e->state);
 	i->device = e->id && e->id->verbs ? (char *)ibv_get_device_name(e->id->verbs->device) : "-";
-	i->transport = !e->id || !e->id->verbs ? "-" : e->iwarp ? "iWARP" : "IB/RoCE";
+	/* from the device, not e->iwarp: that is set for connections only */
+	i->transport = !e->id || !e->id->verbs ? "-"
+		       : e->id->verbs->device->transport_type == IBV_TRANSPORT_IWARP ? "iWARP" : "IB/RoCE";
 	i->uid = e->c->uid;
 	i->age_ms = now_ms() - e->created_ms;
 	i->backlog = e->backlog;

@@ -404,6 +404,26 @@ static void connect_client(const struct sockaddr_in *sa, const struct hdr *h, do
 	win_close(w);
 }
 
+static void usage(FILE *f)
+{
+	fputs("usage: exs-perf [OPTIONS] blast|pingpong|connect             (server)\n"
+	      "       exs-perf [OPTIONS] blast|pingpong|connect ADDRESS     (client)\n"
+	      "  -p PORT      (default 18515)\n"
+	      "  -s SIZES     list \"1,64,4096\" or range \"1:16M\" (powers of two in it); K/M/G\n"
+	      "  -d DEPTHS    operations in flight, list (blast; default 1)\n"
+	      "  -t TYPE      seqpacket (default) or stream\n"
+	      "  -u           unregistered buffers (EXS_MHANDLE_UNREGISTERED)\n"
+	      "  -B BYTES     blast: bytes per point (default 32M); -n N overrides\n"
+	      "  -T SECONDS   blast: at most SECONDS per point, at the rate of a warm-up\n"
+	      "  -n N         iterations per point (pingpong default 2000, connect 200)\n"
+	      "  -c           check every byte\n"
+	      "  -C           CSV output\n"
+	      "  --sp N       small packets (guide 7.2), unregistered buffers\n"
+	      "  --inline N   EXS_F_SETINLINEMAXSIZE N (guide 7.3)\n"
+	      "  --busy-poll  EXS_FD_BUSYPOLL (guide 7.5)\n"
+	      "  -h, --help   this text;  --version  print the version\n", f);
+}
+
 static const char *mode_name(int m)
 {
 	return m == BLAST ? "blast" : m == PINGPONG ? "pingpong" : "connect";
@@ -493,6 +513,8 @@ int main(int argc, char **argv)
 		{ "sp", required_argument, NULL, 'S' },
 		{ "inline", required_argument, NULL, 'I' },
 		{ "busy-poll", no_argument, NULL, 'P' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	uint64_t sizes[64] = { 65536 }, depths[16] = { 1 };
@@ -501,7 +523,10 @@ int main(int argc, char **argv)
 	struct sockaddr_in sa = { .sin_family = AF_INET };
 	exs_qhandle_t q;
 
-	while ((o = getopt_long(argc, argv, "p:s:d:t:uB:T:n:cC", longopts, NULL)) != -1) {
+	const char *bad = NULL;
+
+	argv[0] = program_invocation_short_name; /* getopt's messages name it */
+	while ((o = getopt_long(argc, argv, "p:s:d:t:uB:T:n:cCh", longopts, NULL)) != -1) {
 		switch (o) {
 		case 'p': port = atoi(optarg); break;
 		case 's': nsizes = parse_list(optarg, sizes, 64); break;
@@ -516,25 +541,34 @@ int main(int argc, char **argv)
 		case 'S': sp_max = atol(optarg); unreg = 1; break;
 		case 'I': inline_max = atol(optarg); break;
 		case 'P': busy_poll = 1; break;
-		default: goto usage;
+		case 'h': usage(stdout); return 0;
+		case 'V': printf("exs-perf (EXS) %s\n", EXS_VERSION_STRING); return 0;
+		default: goto usage_error; /* getopt said what */
 		}
 	}
-	if (optind >= argc)
-		goto usage;
+	if (optind >= argc) {
+		bad = "no mode given";
+		goto usage_error;
+	}
 	mode = !strcmp(argv[optind], "blast") ? BLAST : !strcmp(argv[optind], "pingpong") ? PINGPONG
 	       : !strcmp(argv[optind], "connect") ? CONNECT : 0;
-	if (!mode || nsizes < 1 || ndepths < 1 || sp_max < -1 || inline_max < -1 || min_secs < 0 || !blast_bytes)
-		goto usage;
+	bad = !mode ? "unknown mode (blast, pingpong or connect)"
+	      : optind + 2 < argc ? "too many arguments"
+	      : nsizes < 1 ? "bad -s SIZES" : ndepths < 1 ? "bad -d DEPTHS"
+	      : sp_max < -1 || inline_max < -1 ? "bad --sp or --inline"
+	      : min_secs < 0 ? "bad -T SECONDS" : !blast_bytes ? "bad -B BYTES" : NULL;
 	client = optind + 1 < argc;
 	sa.sin_port = htons((uint16_t)port);
-	if (client && inet_pton(AF_INET, argv[optind + 1], &sa.sin_addr) != 1)
-		goto usage;
-	for (int i = 0; i < nsizes; i++)
+	if (!bad && client && inet_pton(AF_INET, argv[optind + 1], &sa.sin_addr) != 1)
+		bad = "not an IPv4 address";
+	for (int i = 0; i < nsizes && !bad; i++)
 		if (!sizes[i] || sizes[i] > (1u << 30))
-			goto usage;
-	for (int i = 0; i < ndepths; i++)
+			bad = "sizes are 1 to 1G";
+	for (int i = 0; i < ndepths && !bad; i++)
 		if (!depths[i] || depths[i] > 32)
-			goto usage;
+			bad = "depths are 1 to 32";
+	if (bad)
+		goto usage_error;
 	if (exs_init(EXS_VERSION1))
 		die("exs_init");
 	q = exs_qcreate(64);
@@ -636,9 +670,9 @@ done:
 		exs_blocking_close(lfd);
 	exs_qdelete(q);
 	return 0;
-usage:
-	fprintf(stderr, "usage: exs-perf [-p PORT] [-s SIZES] [-d DEPTHS] [-t seqpacket|stream] [-u] "
-			"[-B BYTES] [-T SECONDS] [-n N] [-c] [-C] [--sp N] [--inline N] [--busy-poll] "
-			"blast|pingpong|connect [ADDRESS]\n");
+usage_error:
+	if (bad)
+		fprintf(stderr, "exs-perf: %s\n", bad);
+	fputs("Try 'exs-perf --help'.\n", stderr);
 	return 2;
 }

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,22 @@ static void die(const char *fmt, const char *arg)
 	exit(1);
 }
 
+/* One line (none when getopt has said what is wrong), a hint, status 2. */
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (fmt) {
+		fputs("exsctl: ", stderr);
+		va_start(ap, fmt);
+		vfprintf(stderr, fmt, ap);
+		va_end(ap);
+		fputc('\n', stderr);
+	}
+	fputs("Try 'exsctl --help'.\n", stderr);
+	return 2;
+}
+
 /* ---- the channel */
 
 static void msg_init(ExsCtl__Msg *m)
@@ -60,7 +77,8 @@ static void send_msg(ExsCtl__Msg *m)
 		die("exsd went away: %s", strerror(errno));
 }
 
-static ExsCtl__Msg *recv_msg(void)
+/* The next message, an Error included. */
+static ExsCtl__Msg *recv_any(void)
 {
 	uint8_t buf[EXS_CTL_MAX_MSG];
 	ExsCtl__Msg *m;
@@ -71,6 +89,14 @@ static ExsCtl__Msg *recv_msg(void)
 	m = exs_ctl__msg__unpack(NULL, (size_t)n, buf);
 	if (!m)
 		die("undecodable message from exsd%s", "");
+	return m;
+}
+
+/* The next message; an Error exits 1 with exsd's reason. */
+static ExsCtl__Msg *recv_msg(void)
+{
+	ExsCtl__Msg *m = recv_any();
+
 	if (m->body_case == EXS_CTL__MSG__BODY_ERROR) {
 		fprintf(stderr, "exsctl: exsd: %s\n", m->error->text);
 		exit(1);
@@ -311,7 +337,7 @@ static void check_filters(const ProtobufCMessageDescriptor *d, const struct filt
 			for (unsigned k = 0; k < d->n_fields; k++)
 				fprintf(stderr, " %s", d->fields[k].name);
 			fputc('\n', stderr);
-			exit(2);
+			exit(usage_error(NULL));
 		}
 	}
 }
@@ -383,7 +409,7 @@ static int cmd_monitor(const struct filter *fl, size_t nf)
 	ExsCtl__Monitor mon = EXS_CTL__MONITOR__INIT;
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct timeval tv = { 0, 0 };
-	char buf[64];
+	char buf[64], idbuf[32];
 
 	check_filters(&exs_ctl__sock_info__descriptor, fl, nf);
 	connect_exsd();
@@ -426,8 +452,9 @@ static int cmd_monitor(const struct filter *fl, size_t nf)
 
 				localtime_r(&t, &tm);
 				strftime(ts, sizeof(ts), "%H:%M:%S", &tm);
+				/* a buffer per cell: both are evaluated before printf runs */
 				printf("%s.%03u %-10s id %s %s %s -> %s %s %s pid %s %s%s%s\n", ts,
-				       (unsigned)(e->time_ms % 1000), e->event, cell(s, "id", buf, sizeof(buf)),
+				       (unsigned)(e->time_ms % 1000), e->event, cell(s, "id", idbuf, sizeof(idbuf)),
 				       e->sock->type, e->sock->local, e->sock->peer, e->sock->device,
 				       e->sock->transport, e->sock->hidden ? "-" : cell(s, "pid", buf, sizeof(buf)),
 				       e->sock->hidden ? "-" : e->sock->comm, *e->error ? ": " : "", e->error);
@@ -442,17 +469,28 @@ static int cmd_disconnect(const char *id)
 {
 	ExsCtl__Msg m, *r;
 	ExsCtl__Disconnect d = EXS_CTL__DISCONNECT__INIT;
+	unsigned long v;
 	char *end;
 
-	d.id = (uint32_t)strtoul(id, &end, 10);
-	if (!*id || *end)
-		die("not a connection id: %s", id);
+	errno = 0;
+	v = strtoul(id, &end, 10);
+	if (*id < '0' || *id > '9' || *end || errno || v > UINT32_MAX)
+		exit(usage_error("not a connection id: '%s'", id));
+	d.id = (uint32_t)v;
 	connect_exsd();
 	msg_init(&m);
 	m.body_case = EXS_CTL__MSG__BODY_DISCONNECT;
 	m.disconnect = &d;
 	send_msg(&m);
-	r = recv_msg(); /* an Error exits non-zero with exsd's reason */
+	r = recv_any();
+	if (r->body_case == EXS_CTL__MSG__BODY_ERROR) {
+		/* exsd's ENOENT would read "No such file or directory" */
+		if (r->error->err == ENOENT)
+			fprintf(stderr, "exsctl: no connection %s (see exsctl conns)\n", id);
+		else
+			fprintf(stderr, "exsctl: cannot disconnect %s: %s\n", id, r->error->text);
+		return 1;
+	}
 	exs_ctl__msg__free_unpacked(r, NULL);
 	return 0;
 }
@@ -471,7 +509,8 @@ static void usage(FILE *f)
 		   "  disconnect ID         abort a connection (root or its owner)\n"
 		   "filters are JSON keys (e.g. pid 123, state established, device rxe0);\n"
 		   "`port N` matches local_port or peer_port.\n"
-		   "  -j  JSON   -p  pretty JSON   -H  no header   -s  exsd's socket (default %s)\n",
+		   "  -j  JSON   -p  pretty JSON   -H  no header   -s  exsd's socket (default %s)\n"
+		   "  -h, --help  this text   --version  print the version\n",
 		EXS_CTL_DEFAULT_SOCKET);
 }
 
@@ -480,7 +519,8 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' }, { "pretty", no_argument, NULL, 'p' },
 		{ "no-header", no_argument, NULL, 'H' }, { "socket", required_argument, NULL, 's' },
-		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
+		{ "help", no_argument, NULL, 'h' }, { "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
 	};
 	struct filter fl[16];
 	size_t nf = 0;
@@ -489,6 +529,7 @@ int main(int argc, char **argv)
 
 	opt_socket = getenv("EXS_SOCKET") && *getenv("EXS_SOCKET") ? getenv("EXS_SOCKET")
 								  : EXS_CTL_DEFAULT_SOCKET;
+	argv[0] = program_invocation_short_name; /* getopt's messages name it */
 	while ((o = getopt_long(argc, argv, "+jpHs:h", opts, NULL)) != -1) {
 		switch (o) {
 		case 'j': opt_json = true; break;
@@ -496,25 +537,20 @@ int main(int argc, char **argv)
 		case 'H': opt_noheader = true; break;
 		case 's': opt_socket = optarg; break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		case 'V': printf("exsctl (EXS) %s\n", EXS_VERSION_STRING); return 0;
+		default: return usage_error(NULL);
 		}
 	}
-	if (optind >= argc) {
-		usage(stderr);
-		return 2;
-	}
+	if (optind >= argc)
+		return usage_error("no object given");
 	obj = argv[optind++];
 	if (!strcmp(obj, "disconnect")) {
-		if (optind + 1 != argc) {
-			usage(stderr);
-			return 2;
-		}
+		if (optind + 1 != argc)
+			return usage_error("disconnect takes one connection id");
 		return cmd_disconnect(argv[optind]);
 	}
-	if ((argc - optind) % 2 || (size_t)(argc - optind) / 2 > sizeof(fl) / sizeof(fl[0])) {
-		fprintf(stderr, "exsctl: filters come in pairs: KEY VALUE\n");
-		return 2;
-	}
+	if ((argc - optind) % 2 || (size_t)(argc - optind) / 2 > sizeof(fl) / sizeof(fl[0]))
+		return usage_error("filters come in pairs: KEY VALUE");
 	for (; optind < argc; optind += 2)
 		fl[nf++] = (struct filter){ argv[optind], argv[optind + 1] };
 	if (!strcmp(obj, "conns") || !strcmp(obj, "connections"))
@@ -531,7 +567,5 @@ int main(int argc, char **argv)
 		return cmd_query(EXS_CTL__QUERY__WHAT__CONFIG, config_cols, fl, nf);
 	if (!strcmp(obj, "monitor"))
 		return cmd_monitor(fl, nf);
-	fprintf(stderr, "exsctl: unknown object '%s'\n", obj);
-	usage(stderr);
-	return 2;
+	return usage_error("unknown object '%s'", obj);
 }

@@ -5,6 +5,7 @@
 # still serve everyone else. Run by `ctest -R vm_daemon` through tests/vm/exs-vm.
 set -u
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lock.sh"
 T=$B/tests
 LOG=$LOGS/exsd-daemon.log
 X() { timeout 20 "$B/exsctl" "$@"; }
@@ -235,6 +236,9 @@ else
 fi
 echo "    $(grep -c 'established on' "$LOG") connections established;" \
 	"$(grep -c 'single query failed' "$LOG") ownership questions fell back to a dump"
+# ---- g. one exsd per control socket
+lock_tests
+
 stop_exsd daemon
 echo "daemon.sh took $((($(date +%s%N) - t_start) / 1000000)) ms"
 if [ $FAIL != 0 ]; then

@@ -49,6 +49,8 @@ exsctl_tests() {
 
 	timeout 300 "$B/exsctl" -j monitor >$LOGS/monitor.json 2>$LOGS/monitor.err &
 	local mon=$!
+	timeout 300 "$B/exsctl" monitor >$LOGS/monitor.txt 2>&1 &
+	local montxt=$!
 	sleep 0.5
 
 	# pair A: rxe, seqpacket, client offers 8 credits; pair B: siw, stream, 16
@@ -102,6 +104,9 @@ exsctl_tests() {
 	X -j listeners >$j
 	jcheck "exsctl listeners: the four listening ports with their backlog" \
 		'(map(.local_port) | sort) == [7481, 7482, 7484, 7485] and all(.backlog == 2)' $j
+	jcheck "exsctl listeners: on siw0 iWARP, on rxe0 IB/RoCE" \
+		'(map(select(.local_port == 7482 or .local_port == 7485) | .transport) == ["iWARP", "iWARP"]) and
+		 (map(select(.local_port == 7481 or .local_port == 7484) | .transport) == ["IB/RoCE", "IB/RoCE"])' $j
 	X -j ports >$j
 	jcheck "exsctl ports: the four listening ports are in the table" \
 		'(map(select(.state == "listening") | .local_port) | sort) == [7481, 7482, 7484, 7485]' $j
@@ -162,8 +167,22 @@ exsctl_tests() {
 		fail "exsctl disconnect by root"
 	fi
 
-	kill -INT $mon
-	wait $mon
+	# an id that names nothing: said so, not as a file error
+	if X disconnect 999999 >$LOGS/nope.out 2>&1; then fail "exsctl disconnect 999999 succeeded"
+	elif grep -qx "exsctl: no connection 999999 (see exsctl conns)" $LOGS/nope.out; then
+		pass "exsctl disconnect of an unknown id: 'no connection 999999', exit 1"
+	else fail "exsctl disconnect of an unknown id: wrong message"; sed 's/^/    /' $LOGS/nope.out; fi
+
+	kill -INT $mon $montxt
+	wait $mon $montxt
+	# text and JSON are the same events: the listener of pair A in both
+	local aid
+	aid=$(jq -s -r 'map(select(.event == "listen" and .sock.local_port == 7481))[0].sock.id' $LOGS/monitor.json)
+	if grep -Eq "^[0-9:.]+ listen +id $aid seqpacket [0-9.]+:7481 -> - rxe0 IB/RoCE pid $sa exs_hold\$" $LOGS/monitor.txt; then
+		pass "exsctl monitor text: the listen of pair A shows its id $aid and its owner's pid $sa"
+	else
+		fail "exsctl monitor text: the listen of pair A (id $aid, pid $sa)"; grep ':7481 ' $LOGS/monitor.txt | sed 's/^/    /'
+	fi
 	local m=$LOGS/monitor.json
 	jq -s '.' $m >$LOGS/monitor.all.json 2>/dev/null
 	jcheck "exsctl monitor: pair A in order: listen, connect and accept, close, disconnect" \
@@ -172,6 +191,9 @@ exsctl_tests() {
 		 ($e | index("listen")) < ($e | index("accept")) and
 		 ($e | index("connect")) < ($e | index("close")) and
 		 ($e | index("accept")) < ($e | index("disconnect"))' $LOGS/monitor.all.json
+	jcheck "exsctl monitor: listens on siw0 are iWARP, on rxe0 IB/RoCE" \
+		'map(select(.event == "listen")) | (map(select(.sock.device == "siw0") | .sock.transport) | length > 0 and all(. == "iWARP"))
+		 and (map(select(.sock.device == "rxe0") | .sock.transport) | length > 0 and all(. == "IB/RoCE"))' $LOGS/monitor.all.json
 	jcheck "exsctl monitor: the killed client's connection ends as a close with its reason" \
 		"map(select(.sock.pid == $cb)) | last | .event == \"close\" and .error == \"No such process\"" $LOGS/monitor.all.json
 	echo "    monitor saw $(jq length $LOGS/monitor.all.json) events"

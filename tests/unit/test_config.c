@@ -181,7 +181,7 @@ START_TEST(errors_name_file_and_line)
 	ck_error(1, "credits: outside any [section]");
 	ck_error(3, "credits: \"lots\" is not a number");
 	ck_error(4, "unknown key \"credit\" in [sockets]");
-	ck_error(6, "unknown section [network]");
+	ck_error(5, "unknown section [network]"); /* its keys: no error of their own */
 	ck_error(8, "sp_max: \"-1\" is not a number");
 	ck_error(9, "given twice"); /* already set (wrongly) on line 8 */
 	ck_error(11, "\"99999999999\" is not a number");
