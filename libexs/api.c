@@ -73,14 +73,16 @@ exs_qhandle_t exs_qcreate(int depth)
 		errno = EINVAL;
 		return EXS_QHANDLE_INVALID;
 	}
-	return exs_queue_new(depth);
+	struct exs_queue *q = exs_queue_new(depth);
+
+	return q ? q->h : EXS_QHANDLE_INVALID;
 }
 
 int exs_qdelete(exs_qhandle_t q)
 {
 	int ret;
 
-	if (!inited() || !exs_queue_valid(q))
+	if (!inited())
 		return exs_err(EINVAL);
 	ret = exs_queue_delete(q);
 	return ret ? exs_err(-ret) : 0;
@@ -96,7 +98,7 @@ int exs_qdequeue(exs_qhandle_t q, exs_event_t *ev, int count, struct timeval *ti
 {
 	int ret;
 
-	if (!inited() || !exs_queue_valid(q) || !ev || count == 0 || count < -EXS_MAX_QDEPTH ||
+	if (!inited() || !ev || count == 0 || count < -EXS_MAX_QDEPTH ||
 	    !timeval_ok(timeout))
 		return exs_err(EINVAL);
 	ret = exs_queue_dequeue(q, ev, count, timeout);
@@ -108,7 +110,7 @@ int exs_qmodify(exs_qhandle_t q, int attr, const void *value)
 {
 	int ret;
 
-	if (!inited() || !exs_queue_valid(q) || !value)
+	if (!inited() || !value)
 		return exs_err(EINVAL);
 	ret = exs_queue_modify(q, attr, *(const int *)value);
 	return ret ? exs_err(-ret) : 0;
@@ -118,7 +120,7 @@ int exs_qstatus(exs_qhandle_t q, int attr, void *value)
 {
 	int ret;
 
-	if (!inited() || !exs_queue_valid(q) || !value)
+	if (!inited() || !value)
 		return exs_err(EINVAL);
 	ret = exs_queue_status(q, attr, value);
 	return ret ? exs_err(-ret) : 0;
@@ -161,17 +163,20 @@ exs_mhandle_t exs_mregister(void *address, size_t length, int flags)
 		return EXS_MHANDLE_INVALID;
 	}
 	UNLOCK();
-	return m;
+	return m->h;
 }
 
 int exs_mderegister(exs_mhandle_t mh, int flags)
 {
 	int ret;
 
-	if (!inited() || !exs_mreg_valid(mh) || flags)
+	struct exs_mreg *m;
+
+	if (!inited() || flags)
 		return exs_err(EINVAL);
 	LOCK();
-	ret = exs_mreg_valid(mh) ? exs_mreg_delete(mh) : -EINVAL;
+	m = exs_mreg_get(mh);
+	ret = m ? exs_mreg_delete(m) : -EINVAL;
 	UNLOCK();
 	return ret ? exs_err(-ret) : 0;
 }
@@ -269,7 +274,7 @@ int exs_listen(int fd, int backlog)
  * private one); block_end() turns a start error or the event into the
  * call's result: -1/errno, or the event (ret_ev) for the caller to read.
  */
-static int block_begin(int flags, exs_qhandle_t *q, struct exs_queue **ret_pq)
+static int block_begin(int flags, struct exs_queue **q, struct exs_queue **ret_pq)
 {
 	*ret_pq = NULL;
 	if (!(flags & EXS_BLOCK))
@@ -289,13 +294,13 @@ static int block_end(struct exs_queue *pq, int ret, exs_event_t *ret_ev)
 
 	if (ret) {
 		if (pq)
-			exs_queue_delete(pq);
+			exs_queue_delete(pq->h);
 		return exs_err(-ret);
 	}
 	if (!pq)
 		return 0;
-	n = exs_queue_dequeue(pq, ret_ev, 1, NULL);
-	exs_queue_delete(pq);
+	n = exs_queue_dequeue(pq->h, ret_ev, 1, NULL);
+	exs_queue_delete(pq->h);
 	if (n != 1)
 		return exs_err(EIO);
 	if (ret_ev->exs_evt_errno)
@@ -303,22 +308,22 @@ static int block_end(struct exs_queue *pq, int ret, exs_event_t *ret_ev)
 	return 1;
 }
 
-int exs_accept(int fd, struct exs_acceptaddr *vec, int count, int flags, exs_qhandle_t q)
+int exs_accept(int fd, struct exs_acceptaddr *vec, int count, int flags, exs_qhandle_t qh)
 {
 	struct exs_accept_slot slots[16], *sl = slots;
-	struct exs_queue *pq = NULL;
+	struct exs_queue *q = exs_queue_get(qh), *pq = NULL;
 	struct exs_sock *s;
 	exs_event_t ev;
 	int i, ret;
 
 	if (!vec || count <= 0 || count > EXS_MAX_BACKLOG || (flags & ~EXS_BLOCK) ||
-	    ((flags & EXS_BLOCK) && count != 1) || (!(flags & EXS_BLOCK) && !exs_queue_valid(q)))
+	    ((flags & EXS_BLOCK) && count != 1) || (!(flags & EXS_BLOCK) && !q))
 		return exs_err(EINVAL);
 	if (block_begin(flags, &q, &pq))
 		return -1;
 	if (count > 16 && !(sl = calloc((size_t)count, sizeof(*sl)))) {
 		if (pq)
-			exs_queue_delete(pq);
+			exs_queue_delete(pq->h);
 		return exs_err(ENOMEM);
 	}
 	for (i = 0; i < count; i++)
@@ -353,15 +358,14 @@ int exs_blocking_accept(int fd, struct sockaddr *peer_address, socklen_t *peer_a
 }
 
 int exs_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, int flags,
-		struct timeval *timeout, exs_qhandle_t q, exs_ahandle_t ah)
+		struct timeval *timeout, exs_qhandle_t qh, exs_ahandle_t ah)
 {
-	struct exs_queue *pq = NULL;
+	struct exs_queue *q = exs_queue_get(qh), *pq = NULL;
 	struct exs_sock *s;
 	exs_event_t ev;
 	int ret;
 
-	if ((flags & ~EXS_BLOCK) || !timeval_ok(timeout) ||
-	    (!(flags & EXS_BLOCK) && !exs_queue_valid(q)))
+	if ((flags & ~EXS_BLOCK) || !timeval_ok(timeout) || (!(flags & EXS_BLOCK) && !q))
 		return exs_err(EINVAL);
 	if (block_begin(flags, &q, &pq))
 		return -1;
@@ -382,14 +386,14 @@ int exs_blocking_connect(int fd, const struct sockaddr *addr, socklen_t addrlen)
 	return exs_connect(fd, addr, addrlen, EXS_BLOCK, NULL, NULL, NULL);
 }
 
-int exs_close(int fd, int flags, exs_qhandle_t q, exs_ahandle_t ah)
+int exs_close(int fd, int flags, exs_qhandle_t qh, exs_ahandle_t ah)
 {
-	struct exs_queue *pq = NULL;
+	struct exs_queue *q = exs_queue_get(qh), *pq = NULL;
 	struct exs_sock *s;
 	exs_event_t ev;
 	int ret;
 
-	if ((flags & ~(EXS_BLOCK | EXS_DONTLINGER)) || (!(flags & EXS_BLOCK) && !exs_queue_valid(q)))
+	if ((flags & ~(EXS_BLOCK | EXS_DONTLINGER)) || (!(flags & EXS_BLOCK) && !q))
 		return exs_err(EINVAL);
 	if (block_begin(flags, &q, &pq))
 		return -1;
@@ -405,17 +409,16 @@ int exs_blocking_close(int fd)
 	return exs_close(fd, EXS_BLOCK, NULL, NULL);
 }
 
-int exs_shutdown(int fd, int how, int flags, exs_qhandle_t q, exs_ahandle_t ah)
+int exs_shutdown(int fd, int how, int flags, exs_qhandle_t qh, exs_ahandle_t ah)
 {
 	static const int dirs[] = { [SHUT_RD] = EXS_DIR_RD, [SHUT_WR] = EXS_DIR_WR,
 				    [SHUT_RDWR] = EXS_DIR_RD | EXS_DIR_WR };
-	struct exs_queue *pq = NULL;
+	struct exs_queue *q = exs_queue_get(qh), *pq = NULL;
 	struct exs_sock *s;
 	exs_event_t ev;
 	int ret;
 
-	if (how < SHUT_RD || how > SHUT_RDWR || (flags & ~EXS_BLOCK) ||
-	    (!(flags & EXS_BLOCK) && !exs_queue_valid(q)))
+	if (how < SHUT_RD || how > SHUT_RDWR || (flags & ~EXS_BLOCK) || (!(flags & EXS_BLOCK) && !q))
 		return exs_err(EINVAL);
 	if (block_begin(flags, &q, &pq))
 		return -1;
@@ -428,11 +431,12 @@ int exs_shutdown(int fd, int how, int flags, exs_qhandle_t q, exs_ahandle_t ah)
 
 /* ---- data */
 
-static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhandle_t q,
+static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhandle_t qh,
 		    exs_ahandle_t ah, exs_mhandle_t mh)
 {
 	int allowed = EXS_BLOCK | EXS_CREDIT_WAIT | EXS_DONTWAIT | EXS_UNSIGNALED;
-	struct exs_queue *pq = NULL;
+	struct exs_queue *q = qh ? exs_queue_get(qh) : NULL, *pq = NULL;
+	struct exs_mreg *m = NULL;
 	struct exs_sock *s;
 	struct exs_op op;
 	exs_event_t ev;
@@ -445,7 +449,7 @@ static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhan
 		return exs_err(EINVAL);
 	if (len > EXS_MAX_XFER)
 		return exs_err(EMSGSIZE);
-	if (!(flags & EXS_BLOCK) && (q ? !exs_queue_valid(q) : !(flags & EXS_UNSIGNALED)))
+	if (!(flags & EXS_BLOCK) && (qh ? !q : !(flags & EXS_UNSIGNALED)))
 		return exs_err(EINVAL);
 	if (block_begin(flags, &q, &pq))
 		return -1;
@@ -464,9 +468,9 @@ static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhan
 		goto out_noloc;
 	}
 	if (mh != EXS_MHANDLE_UNREGISTERED) {
-		if (!exs_mreg_valid(mh) || (char *)buf < mh->addr ||
-		    (char *)buf + len > mh->addr + mh->len ||
-		    (kind == EXS_EVT_RECV && (mh->flags & EXS_MRF_RECV_DISABLE))) {
+		m = exs_mreg_get(mh);
+		if (!m || (char *)buf < m->addr || (char *)buf + len > m->addr + m->len ||
+		    (kind == EXS_EVT_RECV && (m->flags & EXS_MRF_RECV_DISABLE))) {
 			ret = -EINVAL;
 			goto out;
 		}
@@ -485,20 +489,20 @@ static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhan
 		op.lkey = op.tmp_mr->lkey;
 		op.rkey = op.tmp_mr->rkey;
 	} else {
-		struct ibv_mr *mr = exs_mreg_mr(mh, s->conn->dev);
+		struct ibv_mr *mr = exs_mreg_mr(m, s->conn->dev);
 
 		if (!mr) {
 			ret = -(errno ? errno : ENOMEM);
 			goto out;
 		}
-		op.mreg = mh;
+		op.mreg = m;
 		op.lkey = mr->lkey;
 		op.rkey = mr->rkey;
 	}
 	if (q)
 		exs_queue_ref(q);
 	if (op.mreg)
-		mh->refs++; /* the op's copy in conn.c owns it: it may complete at once (EOF) */
+		m->refs++; /* the op's copy in conn.c owns it: it may complete at once (EOF) */
 	id = s->id; /* the fd may be closed and reused while we wait for a credit */
 	for (;;) {
 		ret = kind == EXS_EVT_SEND ? exs_conn_send(s, &op) : exs_conn_recv(s, &op);
@@ -515,8 +519,8 @@ static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhan
 			exs_queue_unref(q);
 		if (op.tmp_mr)
 			ibv_dereg_mr(op.tmp_mr);
-		if (op.mreg && mh->refs)
-			mh->refs--;
+		if (op.mreg && m->refs)
+			m->refs--;
 	}
 out:
 	UNLOCK();
