@@ -188,6 +188,8 @@ START_TEST(generation_wrap_retires)
 	ck_assert_uint_ne(idx2, idx);
 	ck_assert_ptr_null(exs_htab_get(&t, h, NULL));
 	ck_assert_ptr_null(exs_htab_get(&t, h2, NULL));
+	free(t.chunk[0]); /* a table of the library lives as long as the process */
+	free(t.free);
 }
 END_TEST
 
