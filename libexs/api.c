@@ -270,28 +270,37 @@ int exs_listen(int fd, int backlog)
 
 /*
  * EXS_BLOCK: the call runs asynchronously on a private queue and waits for
- * its one event there. block_begin() picks the queue (the caller's, or a
- * private one); block_end() turns a start error or the event into the
- * call's result: -1/errno, or the event (ret_ev) for the caller to read.
+ * its one event there. block_begin() picks the queue: a private one, or the
+ * caller's, held (a reference: it cannot be deleted, and its slot serve a
+ * new queue, while the call starts an operation on it), -1/EINVAL if the
+ * handle names no live queue (NULL allowed when null_ok). block_end() lets
+ * go of it and turns a start error or the event into the call's result:
+ * -1/errno, or the event (ret_ev) for the caller to read.
  */
-static int block_begin(int flags, struct exs_queue **q, struct exs_queue **ret_pq)
+static int block_begin(int flags, exs_qhandle_t qh, bool null_ok, struct exs_queue **ret_q,
+		       struct exs_queue **ret_pq)
 {
-	*ret_pq = NULL;
-	if (!(flags & EXS_BLOCK))
+	*ret_q = *ret_pq = NULL;
+	if (!(flags & EXS_BLOCK)) {
+		if ((qh || !null_ok) && exs_queue_hold(qh, ret_q))
+			return exs_err(EINVAL);
 		return 0;
+	}
 	*ret_pq = exs_queue_new(1);
 	if (!*ret_pq)
 		return -1;
-	*q = *ret_pq;
+	*ret_q = *ret_pq;
 	return 0;
 }
 
 /* Returns 1 with *ret_ev filled when a blocking call succeeded, 0 when an
  * asynchronous one started, -1 (errno set) on failure. */
-static int block_end(struct exs_queue *pq, int ret, exs_event_t *ret_ev)
+static int block_end(struct exs_queue *q, struct exs_queue *pq, int ret, exs_event_t *ret_ev)
 {
 	int n;
 
+	if (!pq && q)
+		exs_queue_unref(q); /* the operation holds its own reference */
 	if (ret) {
 		if (pq)
 			exs_queue_delete(pq->h);
@@ -311,21 +320,18 @@ static int block_end(struct exs_queue *pq, int ret, exs_event_t *ret_ev)
 int exs_accept(int fd, struct exs_acceptaddr *vec, int count, int flags, exs_qhandle_t qh)
 {
 	struct exs_accept_slot slots[16], *sl = slots;
-	struct exs_queue *q = exs_queue_get(qh), *pq = NULL;
+	struct exs_queue *q, *pq;
 	struct exs_sock *s;
 	exs_event_t ev;
 	int i, ret;
 
 	if (!vec || count <= 0 || count > EXS_MAX_BACKLOG || (flags & ~EXS_BLOCK) ||
-	    ((flags & EXS_BLOCK) && count != 1) || (!(flags & EXS_BLOCK) && !q))
+	    ((flags & EXS_BLOCK) && count != 1))
 		return exs_err(EINVAL);
-	if (block_begin(flags, &q, &pq))
+	if (block_begin(flags, qh, false, &q, &pq))
 		return -1;
-	if (count > 16 && !(sl = calloc((size_t)count, sizeof(*sl)))) {
-		if (pq)
-			exs_queue_delete(pq->h);
-		return exs_err(ENOMEM);
-	}
+	if (count > 16 && !(sl = calloc((size_t)count, sizeof(*sl))))
+		return block_end(q, pq, -ENOMEM, &ev);
 	for (i = 0; i < count; i++)
 		sl[i] = (struct exs_accept_slot){ .aa = vec[i], .q = q };
 	s = sock_lock(fd);
@@ -334,7 +340,7 @@ int exs_accept(int fd, struct exs_acceptaddr *vec, int count, int flags, exs_qha
 		UNLOCK();
 	if (sl != slots)
 		free(sl);
-	ret = block_end(pq, ret, &ev);
+	ret = block_end(q, pq, ret, &ev);
 	if (ret <= 0)
 		return ret;
 	if (vec[0].exs_addr)
@@ -360,14 +366,14 @@ int exs_blocking_accept(int fd, struct sockaddr *peer_address, socklen_t *peer_a
 int exs_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, int flags,
 		struct timeval *timeout, exs_qhandle_t qh, exs_ahandle_t ah)
 {
-	struct exs_queue *q = exs_queue_get(qh), *pq = NULL;
+	struct exs_queue *q, *pq;
 	struct exs_sock *s;
 	exs_event_t ev;
 	int ret;
 
-	if ((flags & ~EXS_BLOCK) || !timeval_ok(timeout) || (!(flags & EXS_BLOCK) && !q))
+	if ((flags & ~EXS_BLOCK) || !timeval_ok(timeout))
 		return exs_err(EINVAL);
-	if (block_begin(flags, &q, &pq))
+	if (block_begin(flags, qh, false, &q, &pq))
 		return -1;
 	s = sock_lock(fd);
 	if (!s) {
@@ -378,7 +384,7 @@ int exs_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, int flag
 			ret = exs_sock_connect(s, addr, addr_len(s->domain), timeout, q, ah, NULL);
 		UNLOCK();
 	}
-	return block_end(pq, ret, &ev) < 0 ? -1 : 0;
+	return block_end(q, pq, ret, &ev) < 0 ? -1 : 0;
 }
 
 int exs_blocking_connect(int fd, const struct sockaddr *addr, socklen_t addrlen)
@@ -388,20 +394,20 @@ int exs_blocking_connect(int fd, const struct sockaddr *addr, socklen_t addrlen)
 
 int exs_close(int fd, int flags, exs_qhandle_t qh, exs_ahandle_t ah)
 {
-	struct exs_queue *q = exs_queue_get(qh), *pq = NULL;
+	struct exs_queue *q, *pq;
 	struct exs_sock *s;
 	exs_event_t ev;
 	int ret;
 
-	if ((flags & ~(EXS_BLOCK | EXS_DONTLINGER)) || (!(flags & EXS_BLOCK) && !q))
+	if (flags & ~(EXS_BLOCK | EXS_DONTLINGER))
 		return exs_err(EINVAL);
-	if (block_begin(flags, &q, &pq))
+	if (block_begin(flags, qh, false, &q, &pq))
 		return -1;
 	s = sock_lock(fd);
 	ret = s ? exs_sock_close(s, flags, q, ah, NULL) : -errno;
 	if (s)
 		UNLOCK();
-	return block_end(pq, ret, &ev) < 0 ? -1 : 0;
+	return block_end(q, pq, ret, &ev) < 0 ? -1 : 0;
 }
 
 int exs_blocking_close(int fd)
@@ -413,20 +419,20 @@ int exs_shutdown(int fd, int how, int flags, exs_qhandle_t qh, exs_ahandle_t ah)
 {
 	static const int dirs[] = { [SHUT_RD] = EXS_DIR_RD, [SHUT_WR] = EXS_DIR_WR,
 				    [SHUT_RDWR] = EXS_DIR_RD | EXS_DIR_WR };
-	struct exs_queue *q = exs_queue_get(qh), *pq = NULL;
+	struct exs_queue *q, *pq;
 	struct exs_sock *s;
 	exs_event_t ev;
 	int ret;
 
-	if (how < SHUT_RD || how > SHUT_RDWR || (flags & ~EXS_BLOCK) || (!(flags & EXS_BLOCK) && !q))
+	if (how < SHUT_RD || how > SHUT_RDWR || (flags & ~EXS_BLOCK))
 		return exs_err(EINVAL);
-	if (block_begin(flags, &q, &pq))
+	if (block_begin(flags, qh, false, &q, &pq))
 		return -1;
 	s = sock_lock(fd);
 	ret = s ? exs_sock_shutdown(s, dirs[how], q, ah) : -errno;
 	if (s)
 		UNLOCK();
-	return block_end(pq, ret, &ev) < 0 ? -1 : 0;
+	return block_end(q, pq, ret, &ev) < 0 ? -1 : 0;
 }
 
 /* ---- data */
@@ -435,7 +441,7 @@ static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhan
 		    exs_ahandle_t ah, exs_mhandle_t mh)
 {
 	int allowed = EXS_BLOCK | EXS_CREDIT_WAIT | EXS_DONTWAIT | EXS_UNSIGNALED;
-	struct exs_queue *q = qh ? exs_queue_get(qh) : NULL, *pq = NULL;
+	struct exs_queue *q, *pq;
 	struct exs_mreg *m = NULL;
 	struct exs_sock *s;
 	struct exs_op op;
@@ -449,9 +455,9 @@ static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhan
 		return exs_err(EINVAL);
 	if (len > EXS_MAX_XFER)
 		return exs_err(EMSGSIZE);
-	if (!(flags & EXS_BLOCK) && (qh ? !q : !(flags & EXS_UNSIGNALED)))
+	if (!(flags & EXS_BLOCK) && !qh && !(flags & EXS_UNSIGNALED))
 		return exs_err(EINVAL);
-	if (block_begin(flags, &q, &pq))
+	if (block_begin(flags, qh, true, &q, &pq))
 		return -1;
 	if (pq)
 		flags &= ~EXS_UNSIGNALED;
@@ -525,7 +531,7 @@ static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhan
 out:
 	UNLOCK();
 out_noloc:
-	ret = block_end(pq, ret, &ev);
+	ret = block_end(q, pq, ret, &ev);
 	if (ret <= 0)
 		return ret;
 	return (ssize_t)ev.exs_evt_union.exs_evt_xfer.exs_evt_length;

@@ -92,6 +92,9 @@ struct exs_queue *exs_queue_new(int depth);
 /* The live queue a handle names, or NULL: a handle of a deleted queue
  * names nothing, whatever its slot serves now. */
 struct exs_queue *exs_queue_get(exs_qhandle_t h);
+/* The same with a reference taken (exs_queue_unref lets go), atomically with
+ * the check: the queue cannot be deleted in between; -EINVAL if none. */
+int exs_queue_hold(exs_qhandle_t h, struct exs_queue **ret_q);
 /* These take the handle, so that a queue deleted (and its object reused)
  * while the call waits is seen as gone: -EINVAL. */
 int exs_queue_delete(exs_qhandle_t h);

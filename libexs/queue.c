@@ -40,6 +40,18 @@ static struct exs_queue *lock_handle(exs_qhandle_t h)
 	return NULL;
 }
 
+int exs_queue_hold(exs_qhandle_t h, struct exs_queue **ret_q)
+{
+	struct exs_queue *q = lock_handle(h);
+
+	if (!q)
+		return -EINVAL;
+	q->refs++;
+	pthread_mutex_unlock(&q->lock);
+	*ret_q = q;
+	return 0;
+}
+
 struct exs_queue *exs_queue_new(int depth)
 {
 	struct exs_queue *q;

@@ -163,6 +163,28 @@ START_TEST(stale_handles)
 }
 END_TEST
 
+/* a call holds the queue it starts an operation on: it cannot be deleted
+ * (and its slot reused) in between; a stale handle cannot be held */
+START_TEST(hold)
+{
+	struct exs_queue *q = exs_queue_new(1), *got = NULL;
+	exs_qhandle_t h = q->h;
+
+	ck_assert_int_eq(exs_queue_hold(h, &got), 0);
+	ck_assert_ptr_eq(got, q);
+	ck_assert_int_eq(exs_queue_delete(h), -EBUSY);
+	exs_queue_unref(q);
+	ck_assert_int_eq(exs_queue_delete(h), 0);
+	got = NULL;
+	ck_assert_int_eq(exs_queue_hold(h, &got), -EINVAL);
+	ck_assert_ptr_null(got);
+	q = exs_queue_new(1); /* the same object again, a new life */
+	ck_assert_int_eq(exs_queue_hold(h, &got), -EINVAL);
+	ck_assert_uint_eq(q->refs, 0);
+	ck_assert_int_eq(exs_queue_delete(q->h), 0);
+}
+END_TEST
+
 /* a slot whose generation would wrap is retired, never reused */
 START_TEST(generation_wrap_retires)
 {
@@ -247,7 +269,7 @@ END_TEST
 
 int main(void)
 {
-	const TTest *const tests[] = { order_and_growth, timeout_and_poll, negative_count_waits_for_n, delete_rules, stale_handles, generation_wrap_retires, many_threads, bounds, NULL };
+	const TTest *const tests[] = { order_and_growth, timeout_and_poll, negative_count_waits_for_n, delete_rules, stale_handles, hold, generation_wrap_retires, many_threads, bounds, NULL };
 
 	return run_tests("queue", 30, tests);
 }
