@@ -5,8 +5,9 @@
  * libevent loop and listen on a real Unix socket; the input is a script of
  * clients connecting (with a uid of the script's choice: SO_PEERCRED is
  * rewritten), sending raw frames or well-formed messages of every type,
- * stopping to read, leaving, and rdmacm events that the fake rdmacm
- * (fake_rdmacm.c) only delivers where a kernel could.
+ * stopping to read, leaving, rdmacm events that the fake rdmacm
+ * (fake_rdmacm.c) only delivers where a kernel could, and an endpoint's
+ * deadline passing.
  *
  * After each input every client leaves; then exsd must hold no client, no
  * endpoint, no rdmacm id, and still answer a fresh client's Hello with its
@@ -394,6 +395,20 @@ static void check_idle_and_serving(void)
 		abort();
 }
 
+/* Time passes for one endpoint: its armed timer (connect or request
+ * deadline) fires now. */
+static void fire_timer(unsigned which)
+{
+	unsigned n = 0;
+
+	for (struct client *c = exsd.clients; c; c = c->next)
+		for (struct ep *e = c->eps; e; e = e->next)
+			if (e->timer && evtimer_pending(e->timer, NULL) && n++ == which) {
+				event_active(e->timer, EV_TIMEOUT, 1);
+				return;
+			}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct in in = { data, size };
@@ -402,7 +417,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint8_t op = u8(&in), k = u8(&in) % MAX_CLIENTS;
 		struct fclient *c = &cl[k];
 
-		switch (op % 8) {
+		switch (op % 9) {
 		case 0: /* a client comes */
 			if (c->fd < 0) {
 				static const uid_t uids[] = { 0, 1000, 1001 };
@@ -443,6 +458,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		case 7:
 			fake_cm_fail_next(u8(&in), u8(&in));
+			break;
+		case 8:
+			fire_timer(k);
 			break;
 		}
 		pump();
