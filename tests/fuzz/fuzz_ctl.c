@@ -106,7 +106,7 @@ static void drain(struct fclient *c)
 
 static void pump(void)
 {
-	for (int round = 0; round < 4; round++) {
+	for (int round = 0; round < 2; round++) {
 		event_base_loop(exsd.base, EVLOOP_NONBLOCK);
 		for (int i = 0; i < MAX_CLIENTS; i++)
 			if (cl[i].reading)
@@ -467,6 +467,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	for (int i = 0; i < MAX_CLIENTS; i++)
 		client_close(&cl[i]);
+	pump();
 	pump();
 	check_idle_and_serving();
 	fake_cm_reset();
