@@ -24,9 +24,25 @@ extern "C" {
 #define EXS_VERSION1 1
 #define EXS_VERSION EXS_VERSION1
 
-/* Handles are pointer-like; NULL is never a valid queue or registration. */
-typedef struct exs_queue *exs_qhandle_t;
-typedef struct exs_mreg *exs_mhandle_t;
+/*
+ * Queue and registration handles have a pointer type but are opaque values,
+ * never addresses: 0 is never valid, and the handle of a deleted queue or a
+ * deregistered region stays invalid for the life of the process (EINVAL),
+ * even when the library reuses its memory for a later exs_qcreate or
+ * exs_mregister, which get new handles.
+ *
+ * Socket descriptors are reused like POSIX fds (the lowest free number), but
+ * only once the close has completed: every operation of the old socket has
+ * ended and posted its event (those still running end with ECONNABORTED),
+ * then EXS_EVT_CLOSE is posted, and only then may exs_socket or an accept
+ * return the same number. Events of the old socket that are still waiting in
+ * a queue stay there and carry the old number in exs_evt_socket; in one
+ * queue they all come before the new socket's, in different queues nothing
+ * orders them, so tell them apart by exs_evt_ahandle (or drain the old
+ * socket's events, up to its EXS_EVT_CLOSE, before using the number again).
+ */
+typedef struct exs_qhandle_opaque *exs_qhandle_t;
+typedef struct exs_mhandle_opaque *exs_mhandle_t;
 typedef void *exs_ahandle_t;
 
 #define EXS_QHANDLE_INVALID ((exs_qhandle_t)0)

@@ -76,14 +76,16 @@ exs_qhandle_t exs_qcreate(int depth)
 		errno = EINVAL;
 		return EXS_QHANDLE_INVALID;
 	}
-	return exs_queue_new(depth);
+	struct exs_queue *q = exs_queue_new(depth);
+
+	return q ? q->h : EXS_QHANDLE_INVALID;
 }
 
 int exs_qdelete(exs_qhandle_t q)
 {
 	int ret;
 
-	if (!inited() || !exs_queue_valid(q))
+	if (!inited())
 		return exs_err(EINVAL);
 	ret = exs_queue_delete(q);
 	return ret ? exs_err(-ret) : 0;
@@ -99,7 +101,7 @@ int exs_qdequeue(exs_qhandle_t q, exs_event_t *ev, int count, struct timeval *ti
 {
 	int ret;
 
-	if (!inited() || !exs_queue_valid(q) || !ev || count == 0 || count < -EXS_MAX_QDEPTH ||
+	if (!inited() || !ev || count == 0 || count < -EXS_MAX_QDEPTH ||
 	    !timeval_ok(timeout))
 		return exs_err(EINVAL);
 	ret = exs_queue_dequeue(q, ev, count, timeout);
@@ -111,7 +113,7 @@ int exs_qmodify(exs_qhandle_t q, int attr, const void *value)
 {
 	int ret;
 
-	if (!inited() || !exs_queue_valid(q) || !value)
+	if (!inited() || !value)
 		return exs_err(EINVAL);
 	ret = exs_queue_modify(q, attr, *(const int *)value);
 	return ret ? exs_err(-ret) : 0;
@@ -121,7 +123,7 @@ int exs_qstatus(exs_qhandle_t q, int attr, void *value)
 {
 	int ret;
 
-	if (!inited() || !exs_queue_valid(q) || !value)
+	if (!inited() || !value)
 		return exs_err(EINVAL);
 	ret = exs_queue_status(q, attr, value);
 	return ret ? exs_err(-ret) : 0;
@@ -164,17 +166,20 @@ exs_mhandle_t exs_mregister(void *address, size_t length, int flags)
 		return EXS_MHANDLE_INVALID;
 	}
 	UNLOCK();
-	return m;
+	return m->h;
 }
 
 int exs_mderegister(exs_mhandle_t mh, int flags)
 {
 	int ret;
 
-	if (!inited() || !exs_mreg_valid(mh) || flags)
+	struct exs_mreg *m;
+
+	if (!inited() || flags)
 		return exs_err(EINVAL);
 	LOCK();
-	ret = exs_mreg_valid(mh) ? exs_mreg_delete(mh) : -EINVAL;
+	m = exs_mreg_get(mh);
+	ret = m ? exs_mreg_delete(m) : -EINVAL;
 	UNLOCK();
 	return ret ? exs_err(-ret) : 0;
 }
@@ -268,37 +273,46 @@ int exs_listen(int fd, int backlog)
 
 /*
  * EXS_BLOCK: the call runs asynchronously on a private queue and waits for
- * its one event there. block_begin() picks the queue (the caller's, or a
- * private one); block_end() turns a start error or the event into the
- * call's result: -1/errno, or the event (ret_ev) for the caller to read.
+ * its one event there. block_begin() picks the queue: a private one, or the
+ * caller's, held (a reference: it cannot be deleted, and its slot serve a
+ * new queue, while the call starts an operation on it), -1/EINVAL if the
+ * handle names no live queue (NULL allowed when null_ok). block_end() lets
+ * go of it and turns a start error or the event into the call's result:
+ * -1/errno, or the event (ret_ev) for the caller to read.
  */
-static int block_begin(int flags, exs_qhandle_t *q, struct exs_queue **ret_pq)
+static int block_begin(int flags, exs_qhandle_t qh, bool null_ok, struct exs_queue **ret_q,
+		       struct exs_queue **ret_pq)
 {
-	*ret_pq = NULL;
-	if (!(flags & EXS_BLOCK))
+	*ret_q = *ret_pq = NULL;
+	if (!(flags & EXS_BLOCK)) {
+		if ((qh || !null_ok) && exs_queue_hold(qh, ret_q))
+			return exs_err(EINVAL);
 		return 0;
+	}
 	*ret_pq = exs_queue_new(1);
 	if (!*ret_pq)
 		return -1;
-	*q = *ret_pq;
+	*ret_q = *ret_pq;
 	return 0;
 }
 
 /* Returns 1 with *ret_ev filled when a blocking call succeeded, 0 when an
  * asynchronous one started, -1 (errno set) on failure. */
-static int block_end(struct exs_queue *pq, int ret, exs_event_t *ret_ev)
+static int block_end(struct exs_queue *q, struct exs_queue *pq, int ret, exs_event_t *ret_ev)
 {
 	int n;
 
+	if (!pq && q)
+		exs_queue_unref(q); /* the operation holds its own reference */
 	if (ret) {
 		if (pq)
-			exs_queue_delete(pq);
+			exs_queue_delete(pq->h);
 		return exs_err(-ret);
 	}
 	if (!pq)
 		return 0;
-	n = exs_queue_dequeue(pq, ret_ev, 1, NULL);
-	exs_queue_delete(pq);
+	n = exs_queue_dequeue(pq->h, ret_ev, 1, NULL);
+	exs_queue_delete(pq->h);
 	if (n != 1)
 		return exs_err(EIO);
 	if (ret_ev->exs_evt_errno)
@@ -306,24 +320,21 @@ static int block_end(struct exs_queue *pq, int ret, exs_event_t *ret_ev)
 	return 1;
 }
 
-int exs_accept(int fd, struct exs_acceptaddr *vec, int count, int flags, exs_qhandle_t q)
+int exs_accept(int fd, struct exs_acceptaddr *vec, int count, int flags, exs_qhandle_t qh)
 {
 	struct exs_accept_slot slots[16], *sl = slots;
-	struct exs_queue *pq = NULL;
+	struct exs_queue *q, *pq;
 	struct exs_sock *s;
 	exs_event_t ev;
 	int i, ret;
 
 	if (!vec || count <= 0 || count > EXS_MAX_BACKLOG || (flags & ~EXS_BLOCK) ||
-	    ((flags & EXS_BLOCK) && count != 1) || (!(flags & EXS_BLOCK) && !exs_queue_valid(q)))
+	    ((flags & EXS_BLOCK) && count != 1))
 		return exs_err(EINVAL);
-	if (block_begin(flags, &q, &pq))
+	if (block_begin(flags, qh, false, &q, &pq))
 		return -1;
-	if (count > 16 && !(sl = calloc((size_t)count, sizeof(*sl)))) {
-		if (pq)
-			exs_queue_delete(pq);
-		return exs_err(ENOMEM);
-	}
+	if (count > 16 && !(sl = calloc((size_t)count, sizeof(*sl))))
+		return block_end(q, pq, -ENOMEM, &ev);
 	for (i = 0; i < count; i++)
 		sl[i] = (struct exs_accept_slot){ .aa = vec[i], .q = q };
 	s = sock_lock(fd);
@@ -332,7 +343,7 @@ int exs_accept(int fd, struct exs_acceptaddr *vec, int count, int flags, exs_qha
 		UNLOCK();
 	if (sl != slots)
 		free(sl);
-	ret = block_end(pq, ret, &ev);
+	ret = block_end(q, pq, ret, &ev);
 	if (ret <= 0)
 		return ret;
 	if (vec[0].exs_addr)
@@ -356,17 +367,16 @@ int exs_blocking_accept(int fd, struct sockaddr *peer_address, socklen_t *peer_a
 }
 
 int exs_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, int flags,
-		struct timeval *timeout, exs_qhandle_t q, exs_ahandle_t ah)
+		struct timeval *timeout, exs_qhandle_t qh, exs_ahandle_t ah)
 {
-	struct exs_queue *pq = NULL;
+	struct exs_queue *q, *pq;
 	struct exs_sock *s;
 	exs_event_t ev;
 	int ret;
 
-	if ((flags & ~EXS_BLOCK) || !timeval_ok(timeout) ||
-	    (!(flags & EXS_BLOCK) && !exs_queue_valid(q)))
+	if ((flags & ~EXS_BLOCK) || !timeval_ok(timeout))
 		return exs_err(EINVAL);
-	if (block_begin(flags, &q, &pq))
+	if (block_begin(flags, qh, false, &q, &pq))
 		return -1;
 	s = sock_lock(fd);
 	if (!s) {
@@ -377,7 +387,7 @@ int exs_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, int flag
 			ret = exs_broker_connect(s, addr, addr_len(s->domain), timeout, q, ah);
 		UNLOCK();
 	}
-	return block_end(pq, ret, &ev) < 0 ? -1 : 0;
+	return block_end(q, pq, ret, &ev) < 0 ? -1 : 0;
 }
 
 int exs_blocking_connect(int fd, const struct sockaddr *addr, socklen_t addrlen)
@@ -385,22 +395,22 @@ int exs_blocking_connect(int fd, const struct sockaddr *addr, socklen_t addrlen)
 	return exs_connect(fd, addr, addrlen, EXS_BLOCK, NULL, NULL, NULL);
 }
 
-int exs_close(int fd, int flags, exs_qhandle_t q, exs_ahandle_t ah)
+int exs_close(int fd, int flags, exs_qhandle_t qh, exs_ahandle_t ah)
 {
-	struct exs_queue *pq = NULL;
+	struct exs_queue *q, *pq;
 	struct exs_sock *s;
 	exs_event_t ev;
 	int ret;
 
-	if ((flags & ~(EXS_BLOCK | EXS_DONTLINGER)) || (!(flags & EXS_BLOCK) && !exs_queue_valid(q)))
+	if (flags & ~(EXS_BLOCK | EXS_DONTLINGER))
 		return exs_err(EINVAL);
-	if (block_begin(flags, &q, &pq))
+	if (block_begin(flags, qh, false, &q, &pq))
 		return -1;
 	s = sock_lock(fd);
 	ret = s ? exs_sock_close(s, flags, q, ah) : -errno;
 	if (s)
 		UNLOCK();
-	return block_end(pq, ret, &ev) < 0 ? -1 : 0;
+	return block_end(q, pq, ret, &ev) < 0 ? -1 : 0;
 }
 
 int exs_blocking_close(int fd)
@@ -408,34 +418,34 @@ int exs_blocking_close(int fd)
 	return exs_close(fd, EXS_BLOCK, NULL, NULL);
 }
 
-int exs_shutdown(int fd, int how, int flags, exs_qhandle_t q, exs_ahandle_t ah)
+int exs_shutdown(int fd, int how, int flags, exs_qhandle_t qh, exs_ahandle_t ah)
 {
 	static const int dirs[] = { [SHUT_RD] = EXS_DIR_RD, [SHUT_WR] = EXS_DIR_WR,
 				    [SHUT_RDWR] = EXS_DIR_RD | EXS_DIR_WR };
-	struct exs_queue *pq = NULL;
+	struct exs_queue *q, *pq;
 	struct exs_sock *s;
 	exs_event_t ev;
 	int ret;
 
-	if (how < SHUT_RD || how > SHUT_RDWR || (flags & ~EXS_BLOCK) ||
-	    (!(flags & EXS_BLOCK) && !exs_queue_valid(q)))
+	if (how < SHUT_RD || how > SHUT_RDWR || (flags & ~EXS_BLOCK))
 		return exs_err(EINVAL);
-	if (block_begin(flags, &q, &pq))
+	if (block_begin(flags, qh, false, &q, &pq))
 		return -1;
 	s = sock_lock(fd);
 	ret = s ? exs_sock_shutdown(s, dirs[how], q, ah) : -errno;
 	if (s)
 		UNLOCK();
-	return block_end(pq, ret, &ev) < 0 ? -1 : 0;
+	return block_end(q, pq, ret, &ev) < 0 ? -1 : 0;
 }
 
 /* ---- data */
 
-static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhandle_t q,
+static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhandle_t qh,
 		    exs_ahandle_t ah, exs_mhandle_t mh)
 {
 	int allowed = EXS_BLOCK | EXS_CREDIT_WAIT | EXS_DONTWAIT | EXS_UNSIGNALED;
-	struct exs_queue *pq = NULL;
+	struct exs_queue *q, *pq;
+	struct exs_mreg *m = NULL;
 	struct exs_sock *s;
 	struct exs_op op;
 	exs_event_t ev;
@@ -448,9 +458,9 @@ static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhan
 		return exs_err(EINVAL);
 	if (len > EXS_MAX_XFER)
 		return exs_err(EMSGSIZE);
-	if (!(flags & EXS_BLOCK) && (q ? !exs_queue_valid(q) : !(flags & EXS_UNSIGNALED)))
+	if (!(flags & EXS_BLOCK) && !qh && !(flags & EXS_UNSIGNALED))
 		return exs_err(EINVAL);
-	if (block_begin(flags, &q, &pq))
+	if (block_begin(flags, qh, true, &q, &pq))
 		return -1;
 	if (pq)
 		flags &= ~EXS_UNSIGNALED;
@@ -467,15 +477,15 @@ static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhan
 		goto out_noloc;
 	}
 	if (mh != EXS_MHANDLE_UNREGISTERED) {
-		if (!exs_mreg_valid(mh) || (char *)buf < mh->addr ||
-		    (char *)buf + len > mh->addr + mh->len ||
-		    (kind == EXS_EVT_RECV && (mh->flags & EXS_MRF_RECV_DISABLE))) {
+		m = exs_mreg_get(mh);
+		if (!m || (char *)buf < m->addr || (char *)buf + len > m->addr + m->len ||
+		    (kind == EXS_EVT_RECV && (m->flags & EXS_MRF_RECV_DISABLE))) {
 			ret = -EINVAL;
 			goto out;
 		}
 	}
 	if (mh != EXS_MHANDLE_UNREGISTERED)
-		op.mreg = mh;
+		op.mreg = m;
 	op.kind = kind;
 	id = s->id; /* the fd may be closed and reused while we wait for a credit */
 	for (;;) {
@@ -491,7 +501,7 @@ static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhan
 out:
 	UNLOCK();
 out_noloc:
-	ret = block_end(pq, ret, &ev);
+	ret = block_end(q, pq, ret, &ev);
 	if (ret <= 0)
 		return ret;
 	return (ssize_t)ev.exs_evt_union.exs_evt_xfer.exs_evt_length;

@@ -57,9 +57,38 @@ static inline int exs_err(int e)
 	return -1;
 }
 
+/* ---- handle.c: public queue and registration handles (not pointers) */
+#if UINTPTR_MAX > 0xffffffffu
+#define EXS_H_IDX_BITS 32
+#define EXS_HTAB_CHUNKS 1024 /* 2^20 objects of a kind */
+#else
+#define EXS_H_IDX_BITS 16
+#define EXS_HTAB_CHUNKS 63
+#endif
+#define EXS_HTAB_CHUNK 1024
+#define EXS_H_IDX_MASK (((uintptr_t)1 << EXS_H_IDX_BITS) - 1)
+#define EXS_H_STATE_MAX ((uint32_t)(UINTPTR_MAX >> EXS_H_IDX_BITS))
+struct exs_hslot {
+	void *obj;      /* the slot's object, kept across generations */
+	uint32_t state; /* generation * 2 + live */
+};
+struct exs_htab {
+	pthread_mutex_t lock;
+	struct exs_hslot *chunk[EXS_HTAB_CHUNKS];
+	uint32_t used, nfree, *free;
+};
+#define EXS_HTAB_INIT { .lock = PTHREAD_MUTEX_INITIALIZER }
+int exs_htab_alloc(struct exs_htab *t, uint32_t *ret_idx, void **ret_obj);
+uintptr_t exs_htab_publish(struct exs_htab *t, uint32_t idx, void *obj);
+void exs_htab_release(struct exs_htab *t, uint32_t idx, void *obj);
+void *exs_htab_get(struct exs_htab *t, uintptr_t h, uint32_t *ret_idx);
+bool exs_htab_kill(struct exs_htab *t, uintptr_t h);
+
 /* ---- queue.c */
 struct exs_queue {
-	uint32_t magic;
+	exs_qhandle_t h; /* the handle of its current life */
+	uint32_t idx;    /* its slot */
+	bool live;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	exs_event_t *ev;
@@ -69,18 +98,23 @@ struct exs_queue {
 	int wait; /* EXS_WAIT_* */
 	int sig; /* EXS_QATTR_SIGNAL: raised on every post, 0 none */
 	bool used; /* dequeued from or posted to: EXS_QATTR_WAIT is fixed */
-	struct exs_queue *next_free;
 };
-#define EXS_QUEUE_MAGIC 0x45585351u
 struct exs_queue *exs_queue_new(int depth);
-int exs_queue_delete(struct exs_queue *q);
-bool exs_queue_valid(const struct exs_queue *q);
-int exs_queue_dequeue(struct exs_queue *q, exs_event_t *ev, int count, const struct timeval *tmo);
+/* The live queue a handle names, or NULL: a handle of a deleted queue
+ * names nothing, whatever its slot serves now. */
+struct exs_queue *exs_queue_get(exs_qhandle_t h);
+/* The same with a reference taken (exs_queue_unref lets go), atomically with
+ * the check: the queue cannot be deleted in between; -EINVAL if none. */
+int exs_queue_hold(exs_qhandle_t h, struct exs_queue **ret_q);
+/* These take the handle, so that a queue deleted (and its object reused)
+ * while the call waits is seen as gone: -EINVAL. */
+int exs_queue_delete(exs_qhandle_t h);
+int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct timeval *tmo);
+int exs_queue_modify(exs_qhandle_t h, int attr, int value);
+int exs_queue_status(exs_qhandle_t h, int attr, int *value);
 void exs_queue_post(struct exs_queue *q, const exs_event_t *ev);
 void exs_queue_ref(struct exs_queue *q);
 void exs_queue_unref(struct exs_queue *q);
-int exs_queue_modify(struct exs_queue *q, int attr, int value);
-int exs_queue_status(struct exs_queue *q, int attr, int *value);
 /* Set by exs_init: polls every connection's CQ from the calling thread, so
  * a waiting exs_qdequeue need not wait for the progress thread. A spin is
  * BEGIN, ONCE..., then END (it found its events) or SLEEP (it will sleep). */
@@ -106,20 +140,21 @@ struct exs_dev {
 	uint32_t max_inline; /* the largest max_inline_data its QPs accept */
 };
 struct exs_mreg {
-	uint32_t magic;
+	exs_mhandle_t h; /* the handle of its current life */
+	uint32_t idx;    /* its slot */
 	char *addr;
 	size_t len;
 	int flags;
 	unsigned refs;
 	struct ibv_mr *mr[EXS_MAX_DEVS];
-	struct exs_mreg *next_free;
 };
-#define EXS_MREG_MAGIC 0x4558534du
 struct exs_dev *exs_dev_get(const char *name, int *ret_err);
 void exs_devs_close(void);
 struct exs_mreg *exs_mreg_new(void *addr, size_t len, int flags);
+/* The live registration a handle names, or NULL (exs_g.lock held, so that
+ * it cannot be deregistered while the caller uses it). */
+struct exs_mreg *exs_mreg_get(exs_mhandle_t h);
 int exs_mreg_delete(struct exs_mreg *m);
-bool exs_mreg_valid(const struct exs_mreg *m);
 struct ibv_mr *exs_mreg_mr(struct exs_mreg *m, struct exs_dev *d);
 int exs_verbs_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, bool guard);
 

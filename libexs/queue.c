@@ -1,9 +1,10 @@
 /*
  * Event queues (guide §2.1, §11.2.6): a ring of exs_event_t per queue,
  * pre-sized to the depth asked for and grown only when a caller outruns it.
- * Queue objects are never returned to the allocator: a deleted queue keeps
- * a dead magic, so a stale handle is refused with EINVAL instead of
- * touching freed memory.
+ * The public handle names one life of a queue (handle.c): a deleted queue's
+ * handle is refused with EINVAL for ever. Queue objects are never returned
+ * to the allocator, since a waiter or a started operation may still hold
+ * one; the next exs_qcreate on the same slot reuses it under a new handle.
  */
 #include <signal.h>
 #include <stdlib.h>
@@ -16,32 +17,73 @@
 
 void (*exs_queue_poll_hook)(int phase);
 
-static pthread_mutex_t free_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct exs_queue *free_list;
+static struct exs_htab qtab = EXS_HTAB_INIT;
 
-bool exs_queue_valid(const struct exs_queue *q)
+struct exs_queue *exs_queue_get(exs_qhandle_t h)
 {
-	return q && q != (void *)EXS_MHANDLE_UNREGISTERED &&
-	       __atomic_load_n(&q->magic, __ATOMIC_ACQUIRE) == EXS_QUEUE_MAGIC;
+	struct exs_queue *q = exs_htab_get(&qtab, (uintptr_t)h, NULL);
+
+	return q && __atomic_load_n(&q->live, __ATOMIC_ACQUIRE) ? q : NULL;
+}
+
+/* The queue named by h, locked, or NULL if h names no live queue. */
+static struct exs_queue *lock_handle(exs_qhandle_t h)
+{
+	struct exs_queue *q = exs_htab_get(&qtab, (uintptr_t)h, NULL);
+
+	if (!q)
+		return NULL;
+	pthread_mutex_lock(&q->lock);
+	if (q->h == h && q->live)
+		return q;
+	pthread_mutex_unlock(&q->lock);
+	return NULL;
+}
+
+int exs_queue_hold(exs_qhandle_t h, struct exs_queue **ret_q)
+{
+	struct exs_queue *q = lock_handle(h);
+
+	if (!q)
+		return -EINVAL;
+	q->refs++;
+	pthread_mutex_unlock(&q->lock);
+	*ret_q = q;
+	return 0;
 }
 
 struct exs_queue *exs_queue_new(int depth)
 {
 	struct exs_queue *q;
+	exs_event_t *ev;
+	uint32_t idx;
+	void *obj;
+	int err;
 
 	if (depth <= 0 || depth > EXS_MAX_QDEPTH) {
 		errno = EINVAL;
 		return NULL;
 	}
-	pthread_mutex_lock(&free_lock);
-	q = free_list;
-	if (q)
-		free_list = q->next_free;
-	pthread_mutex_unlock(&free_lock);
+	ev = calloc((size_t)depth, sizeof(*ev));
+	if (!ev) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	err = exs_htab_alloc(&qtab, &idx, &obj);
+	if (err) {
+		free(ev);
+		errno = -err;
+		return NULL;
+	}
+	q = obj;
 	if (!q) {
 		q = calloc(1, sizeof(*q));
-		if (!q)
+		if (!q) {
+			free(ev);
+			exs_htab_release(&qtab, idx, NULL);
+			errno = ENOMEM;
 			return NULL;
+		}
 		pthread_mutex_init(&q->lock, NULL);
 		pthread_condattr_t ca;
 		pthread_condattr_init(&ca);
@@ -49,47 +91,39 @@ struct exs_queue *exs_queue_new(int depth)
 		pthread_cond_init(&q->cond, &ca);
 		pthread_condattr_destroy(&ca);
 	}
-	q->ev = calloc((size_t)depth, sizeof(*q->ev));
-	if (!q->ev) {
-		pthread_mutex_lock(&free_lock);
-		q->next_free = free_list;
-		free_list = q;
-		pthread_mutex_unlock(&free_lock);
-		errno = ENOMEM;
-		return NULL;
-	}
+	pthread_mutex_lock(&q->lock); /* a waiter of its last life may still look */
+	q->idx = idx;
+	q->ev = ev;
 	q->cap = (unsigned)depth;
 	q->head = q->count = q->refs = 0;
 	q->spin_us = EXS_SPIN_START_US;
 	q->wait = EXS_WAIT_ADAPTIVE;
 	q->sig = 0;
 	q->used = false;
-	q->next_free = NULL;
-	__atomic_store_n(&q->magic, EXS_QUEUE_MAGIC, __ATOMIC_RELEASE);
+	q->h = (exs_qhandle_t)exs_htab_publish(&qtab, idx, q);
+	__atomic_store_n(&q->live, true, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&q->lock);
 	return q;
 }
 
-int exs_queue_delete(struct exs_queue *q)
+int exs_queue_delete(exs_qhandle_t h)
 {
-	pthread_mutex_lock(&q->lock);
-	if (q->magic != EXS_QUEUE_MAGIC) {
-		pthread_mutex_unlock(&q->lock);
+	struct exs_queue *q = lock_handle(h);
+
+	if (!q)
 		return -EINVAL;
-	}
 	if (q->refs) {
 		pthread_mutex_unlock(&q->lock);
 		return -EBUSY;
 	}
-	__atomic_store_n(&q->magic, 0, __ATOMIC_RELEASE);
+	exs_htab_kill(&qtab, (uintptr_t)h);
+	__atomic_store_n(&q->live, false, __ATOMIC_RELEASE);
 	free(q->ev);
 	q->ev = NULL;
 	q->cap = q->count = 0;
-	pthread_cond_broadcast(&q->cond); /* waiters see the dead magic */
+	pthread_cond_broadcast(&q->cond); /* waiters see their handle gone */
 	pthread_mutex_unlock(&q->lock);
-	pthread_mutex_lock(&free_lock);
-	q->next_free = free_list;
-	free_list = q;
-	pthread_mutex_unlock(&free_lock);
+	exs_htab_release(&qtab, q->idx, q);
 	return 0;
 }
 
@@ -133,7 +167,7 @@ void exs_queue_post(struct exs_queue *q, const exs_event_t *ev)
 	int sig = 0;
 
 	pthread_mutex_lock(&q->lock);
-	if (q->magic != EXS_QUEUE_MAGIC)
+	if (!q->live)
 		goto out;
 	q->used = true;
 	if (q->count == q->cap && resize(q, q->cap * 2))
@@ -150,14 +184,14 @@ out:
 		kill(getpid(), sig);
 }
 
-int exs_queue_modify(struct exs_queue *q, int attr, int value)
+int exs_queue_modify(exs_qhandle_t h, int attr, int value)
 {
+	struct exs_queue *q = lock_handle(h);
 	int ret = 0;
 
-	pthread_mutex_lock(&q->lock);
-	if (q->magic != EXS_QUEUE_MAGIC) {
-		ret = -EINVAL;
-	} else if (attr == EXS_QATTR_SIGNAL) {
+	if (!q)
+		return -EINVAL;
+	if (attr == EXS_QATTR_SIGNAL) {
 		if (value < 0 || value >= NSIG || value == SIGKILL || value == SIGSTOP)
 			ret = -EINVAL;
 		else
@@ -182,14 +216,14 @@ int exs_queue_modify(struct exs_queue *q, int attr, int value)
 	return ret;
 }
 
-int exs_queue_status(struct exs_queue *q, int attr, int *value)
+int exs_queue_status(exs_qhandle_t h, int attr, int *value)
 {
+	struct exs_queue *q = lock_handle(h);
 	int ret = 0;
 
-	pthread_mutex_lock(&q->lock);
-	if (q->magic != EXS_QUEUE_MAGIC)
-		ret = -EINVAL;
-	else if (attr == EXS_QATTR_SIGNAL)
+	if (!q)
+		return -EINVAL;
+	if (attr == EXS_QATTR_SIGNAL)
 		*value = q->sig;
 	else if (attr == EXS_QATTR_EVENTS)
 		*value = (int)q->count;
@@ -234,7 +268,7 @@ static uint64_t now_us(void)
  * whole timeout, EXS_WAIT_NOTIFY never spins. Called with q->lock held;
  * returns with it held.
  */
-static void spin(struct exs_queue *q, unsigned want, const struct timeval *tmo)
+static void spin(struct exs_queue *q, exs_qhandle_t h, unsigned want, const struct timeval *tmo)
 {
 	uint64_t end, budget = q->spin_us;
 	bool found = false;
@@ -251,7 +285,7 @@ static void spin(struct exs_queue *q, unsigned want, const struct timeval *tmo)
 	for (unsigned i = 1;; i++) {
 		exs_queue_poll_hook(EXS_POLL_ONCE);
 		pthread_mutex_lock(&q->lock);
-		if (q->magic != EXS_QUEUE_MAGIC || q->count >= want) {
+		if (q->h != h || !q->live || q->count >= want) {
 			found = true;
 			break;
 		}
@@ -281,8 +315,9 @@ static void adapt(struct exs_queue *q, uint64_t waited_us)
 		q->spin_us = ceiling;
 }
 
-int exs_queue_dequeue(struct exs_queue *q, exs_event_t *ev, int count, const struct timeval *tmo)
+int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct timeval *tmo)
 {
+	struct exs_queue *q;
 	unsigned want = count < 0 ? (unsigned)-(long)count : 1;
 	unsigned max = count < 0 ? want : (unsigned)count;
 	struct timespec deadline;
@@ -293,10 +328,12 @@ int exs_queue_dequeue(struct exs_queue *q, exs_event_t *ev, int count, const str
 
 	if (tmo)
 		deadline_after(&deadline, tmo);
-	pthread_mutex_lock(&q->lock);
+	q = lock_handle(h);
+	if (!q)
+		return -EINVAL;
 	q->used = true;
 	for (;;) {
-		if (q->magic != EXS_QUEUE_MAGIC) {
+		if (q->h != h || !q->live) { /* deleted while we waited */
 			n = -EINVAL;
 			goto out;
 		}
@@ -308,7 +345,7 @@ int exs_queue_dequeue(struct exs_queue *q, exs_event_t *ev, int count, const str
 		if (!spun) {
 			spun = true;
 			t0 = now_us();
-			spin(q, want, tmo);
+			spin(q, h, want, tmo);
 			continue;
 		}
 		if (tmo && tmo->tv_sec == 0 && tmo->tv_usec == 0)

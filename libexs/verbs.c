@@ -127,32 +127,42 @@ out:
 	return NULL;
 }
 
-/* ---- registrations; objects are recycled, never freed (see queue.c) */
-static pthread_mutex_t mfree_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct exs_mreg *mfree_list;
+/*
+ * ---- registrations. The handle names one registration (handle.c), so a
+ * stale exs_mderegister or transfer finds nothing (EINVAL) instead of the
+ * region registered next. Objects stay in their slot (see queue.c); lookups
+ * and deletion run under exs_g.lock, creation before it.
+ */
+static struct exs_htab mtab = EXS_HTAB_INIT;
 
-bool exs_mreg_valid(const struct exs_mreg *m)
+struct exs_mreg *exs_mreg_get(exs_mhandle_t h)
 {
-	return m && m != EXS_MHANDLE_UNREGISTERED &&
-	       __atomic_load_n(&m->magic, __ATOMIC_ACQUIRE) == EXS_MREG_MAGIC;
+	return h == EXS_MHANDLE_UNREGISTERED ? NULL : exs_htab_get(&mtab, (uintptr_t)h, NULL);
 }
 
 struct exs_mreg *exs_mreg_new(void *addr, size_t len, int flags)
 {
 	struct exs_mreg *m;
+	uint32_t idx;
+	void *obj;
+	int err = exs_htab_alloc(&mtab, &idx, &obj);
 
-	pthread_mutex_lock(&mfree_lock);
-	m = mfree_list;
-	if (m)
-		mfree_list = m->next_free;
-	pthread_mutex_unlock(&mfree_lock);
-	if (!m && !(m = malloc(sizeof(*m))))
+	if (err) {
+		errno = -err;
 		return NULL;
+	}
+	m = obj;
+	if (!m && !(m = malloc(sizeof(*m)))) {
+		exs_htab_release(&mtab, idx, NULL);
+		errno = ENOMEM;
+		return NULL;
+	}
 	memset(m, 0, sizeof(*m));
+	m->idx = idx;
 	m->addr = addr;
 	m->len = len;
 	m->flags = flags;
-	__atomic_store_n(&m->magic, EXS_MREG_MAGIC, __ATOMIC_RELEASE);
+	m->h = (exs_mhandle_t)exs_htab_publish(&mtab, idx, m);
 	return m;
 }
 
@@ -162,14 +172,13 @@ int exs_mreg_delete(struct exs_mreg *m)
 
 	if (m->refs)
 		return -EBUSY;
+	if (!exs_htab_kill(&mtab, (uintptr_t)m->h))
+		return -EINVAL;
 	for (i = 0; i < EXS_MAX_DEVS; i++)
 		if (m->mr[i])
 			ibv_dereg_mr(m->mr[i]);
-	__atomic_store_n(&m->magic, 0, __ATOMIC_RELEASE);
-	pthread_mutex_lock(&mfree_lock);
-	m->next_free = mfree_list;
-	mfree_list = m;
-	pthread_mutex_unlock(&mfree_lock);
+	memset(m->mr, 0, sizeof(m->mr));
+	exs_htab_release(&mtab, m->idx, m);
 	return 0;
 }
 

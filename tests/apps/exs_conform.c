@@ -257,6 +257,16 @@ static void queues(void)
 	expect_err("2.1.2", "exs_qdequeue on a deleted queue", exs_qdequeue(q, ev, 1, &zero), EINVAL);
 	expect_err("2.1.2", "exs_qdelete twice", exs_qdelete(q), EINVAL);
 	expect_err("2.1.2", "exs_recv on a deleted queue", exs_recv(b, buf, 8, 0, q, NULL, UNREG), EINVAL);
+	/* the library may reuse a deleted queue's memory, never its handle */
+	exs_qhandle_t q2 = exs_qcreate(4);
+	report(q2 && q2 != q, "2.1.2", "exs_qcreate after exs_qdelete gives a new handle");
+	expect_err("2.1.2", "the deleted handle after a new exs_qcreate", exs_qdequeue(q, ev, 1, &zero), EINVAL);
+	expect_err("2.1.2", "exs_qdelete of it", exs_qdelete(q), EINVAL);
+	exs_recv(b, buf, 8, 0, q2, (void *)7, UNREG);
+	exs_send(a, "y", 1, EXS_BLOCK, NULL, NULL, UNREG);
+	ev[0] = next_event(q2, WAIT_S * 1000);
+	report(event_is(&ev[0], EXS_EVT_RECV, b, (void *)7, 0), "2.1.2", "the new queue gets its events");
+	exs_qdelete(q2);
 	exs_blocking_close(a);
 	exs_blocking_close(b);
 }
@@ -320,6 +330,18 @@ static void registration(void)
 	exs_mderegister(rd, 0);
 	expect_err("8.1", "exs_mderegister twice", exs_mderegister(mh, 0), EINVAL);
 	expect_err("8.1", "a deregistered handle", exs_send(a, region, 64, 0, q, NULL, mh), EINVAL);
+	/* a stale second exs_mderegister leaves the next registration alone */
+	exs_mhandle_t m3 = exs_mregister(region, 4096, 0);
+	report(m3 != EXS_MHANDLE_INVALID && m3 != mh && m3 != rd, "8.1", "a new registration gets a new handle");
+	expect_err("8.1", "exs_mderegister of the old handle after a new exs_mregister",
+		   exs_mderegister(mh, 0), EINVAL);
+	fill(region + 2048, 512, 5);
+	exs_recv(b, region, 512, MSG_WAITALL, q, (void *)3, m3);
+	long m3s = exs_blocking_send(a, region + 2048, 512, 0, m3);
+	ev = next_event(q, WAIT_S * 1000);
+	report(m3s == 512 && event_is(&ev, EXS_EVT_RECV, b, (void *)3, 0) && ev_len(&ev) == 512 &&
+	       same(region, 512, 5), "8.1", "... which still moves data");
+	expect_ok("8.1", "exs_mderegister of the new one", exs_mderegister(m3, 0));
 	exs_blocking_close(a);
 	exs_blocking_close(b);
 	exs_qdelete(q);
@@ -681,6 +703,40 @@ static void closing(void)
 	exs_recv(b, in, 10, 0, q, NULL, UNREG);
 	ev = next_event(q, WAIT_S * 1000);
 	report(ev.exs_evt_type == EXS_EVT_RECV && !ev.exs_evt_errno && !ev_len(&ev), "5.2", "every receive after EOF is an EOF event");
+	exs_blocking_close(b);
+
+	/* a socket number is reused only after its close completed; the old
+	 * socket's events keep it, and come first in their queue (exs.h) */
+	if (!make_pair(SOCK_STREAM, 0, 0, &a, &b))
+		{ report(false, "4.4", "connection"); return; }
+	exs_qhandle_t qo = exs_qcreate(8);
+	int held[8], nheld = 0, n, reused = -1;
+	exs_recv(a, in, 10, 0, qo, (void *)20, UNREG);
+	exs_close(a, 0, qo, (void *)21);
+	n = exs_socket(AF_INET, SOCK_STREAM, 0);
+	int v = 0;
+	exs_qstatus(qo, EXS_QATTR_EVENTS, &v);
+	report(n != a || v == 2, "4.4", "the number of a closing socket is not given out before its EXS_EVT_CLOSE");
+	exs_blocking_close(n);
+	double t = now();
+	while (exs_qstatus(qo, EXS_QATTR_EVENTS, &v) == 0 && v < 2 && now() - t < WAIT_S)
+		usleep(1000);
+	while (nheld < 8 && (n = exs_socket(AF_INET, SOCK_STREAM, 0)) >= 0 && n != a)
+		held[nheld++] = n;
+	if (n == a) {
+		reused = n;
+		exs_close(n, 0, qo, (void *)22); /* unconnected: its EXS_EVT_CLOSE at once */
+	}
+	while (nheld)
+		exs_blocking_close(held[--nheld]);
+	exs_event_t e3[3];
+	struct timeval tv3 = { WAIT_S, 0 };
+	n = exs_qdequeue(qo, e3, -3, &tv3);
+	report(reused == a && n == 3 && event_is(&e3[0], EXS_EVT_RECV, a, (void *)20, ECONNABORTED) &&
+	       event_is(&e3[1], EXS_EVT_CLOSE, a, (void *)21, 0) &&
+	       event_is(&e3[2], EXS_EVT_CLOSE, a, (void *)22, 0), "4.4",
+	       "a reused number: the old socket's events (its receive ECONNABORTED, its close) before the new socket's, told apart by ahandle");
+	exs_qdelete(qo);
 	exs_blocking_close(b);
 
 	/* abortive close: the peer's operations fail with ECONNRESET */

@@ -246,9 +246,77 @@ START_TEST(registration_args)
 }
 END_TEST
 
+/*
+ * A deleted queue's handle stays invalid for ever, also once the library
+ * serves the next exs_qcreate from the same memory (it used to return the
+ * same handle, and the stale one then worked on the new queue).
+ */
+START_TEST(stale_queue_handle)
+{
+	struct timeval zero = { 0, 0 };
+	char buf[8];
+	exs_event_t ev;
+	int fd, v = 8;
+
+	init();
+	fd = exs_socket(PF_INET, SOCK_STREAM, 0);
+	exs_qhandle_t a = exs_qcreate(4), b;
+	ck_assert_ptr_nonnull(a);
+	ck_assert_int_eq(exs_qdelete(a), 0);
+	for (int i = 0; i < 1000; i++) {
+		b = exs_qcreate(4);
+		ck_assert_ptr_nonnull(b);
+		ck_fails(exs_qdequeue(a, &ev, 1, &zero), EINVAL);
+		ck_fails(exs_qstatus(a, EXS_QATTR_EVENTS, &v), EINVAL);
+		ck_fails(exs_qmodify(a, EXS_QATTR_EVENTS, &v), EINVAL);
+		ck_fails(exs_send(fd, buf, 1, 0, a, NULL, EXS_MHANDLE_UNREGISTERED), EINVAL);
+		ck_fails(exs_close(fd, 0, a, NULL), EINVAL);
+		ck_fails(exs_qdelete(a), EINVAL);
+		ck_assert_ptr_ne(a, b);
+		/* the new queue is untouched and works */
+		ck_assert_int_eq(exs_qdequeue(b, &ev, 1, &zero), 0);
+		ck_assert_int_eq(exs_qstatus(b, EXS_QATTR_EVENTS, &v), 0);
+		ck_assert_int_eq(v, 0);
+		ck_fails(exs_send(fd, buf, 1, 0, b, NULL, EXS_MHANDLE_UNREGISTERED), ENOTCONN);
+		ck_assert_int_eq(exs_qdelete(b), 0);
+		ck_fails(exs_qdelete(b), EINVAL);
+	}
+	ck_fails(exs_qdequeue((exs_qhandle_t)buf, &ev, 1, &zero), EINVAL); /* never a handle */
+	ck_fails(exs_qdelete((exs_qhandle_t)~(unsigned long)0), EINVAL);
+}
+END_TEST
+
+/* A second exs_mderegister of the same handle must not remove the region
+ * registered after the first (it used to). */
+START_TEST(stale_registration)
+{
+	static char buf1[4096], buf2[4096];
+	exs_mhandle_t m1, m2;
+	int fd;
+
+	init();
+	fd = exs_socket(PF_INET, SOCK_STREAM, 0);
+	exs_qhandle_t q = exs_qcreate(4);
+	m1 = exs_mregister(buf1, sizeof(buf1), 0);
+	ck_assert_ptr_ne(m1, EXS_MHANDLE_INVALID);
+	ck_assert_int_eq(exs_mderegister(m1, 0), 0);
+	m2 = exs_mregister(buf2, sizeof(buf2), 0);
+	ck_assert_ptr_ne(m2, EXS_MHANDLE_INVALID);
+	ck_fails(exs_mderegister(m1, 0), EINVAL);
+	ck_assert_ptr_ne(m1, m2);
+	/* m2 survived: a transfer with it passes the handle check */
+	ck_fails(exs_send(fd, buf2, 16, 0, q, NULL, m2), ENOTCONN);
+	ck_fails(exs_send(fd, buf1, 16, 0, q, NULL, m1), EINVAL);
+	ck_fails(exs_recv(fd, buf2, 16, 0, q, NULL, m1), EINVAL);
+	ck_assert_int_eq(exs_mderegister(m2, 0), 0);
+	ck_fails(exs_mderegister(m2, 0), EINVAL);
+	ck_fails(exs_send(fd, buf2, 16, 0, q, NULL, m2), EINVAL);
+}
+END_TEST
+
 int main(void)
 {
-	const TTest *const tests[] = { init_checks_version, socket_args, bad_and_closed_fds, needs_exsd_gives_enetdown, address_checks, data_before_connect, queue_args, queue_attributes, shutdown_args, call_flags_and_states, fcntl_credits, registration_args, NULL };
+	const TTest *const tests[] = { init_checks_version, socket_args, bad_and_closed_fds, needs_exsd_gives_enetdown, address_checks, data_before_connect, queue_args, queue_attributes, shutdown_args, call_flags_and_states, fcntl_credits, registration_args, stale_queue_handle, stale_registration, NULL };
 
 	return run_tests("api", 20, tests);
 }

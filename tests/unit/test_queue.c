@@ -1,5 +1,5 @@
 /* Event queues (libexs/queue.c): order, growth, timeouts, negative counts,
- * deletion rules and many threads. */
+ * deletion rules, stale handles and many threads. */
 #include "check_main.h"
 #include <pthread.h>
 #include <stdlib.h>
@@ -30,11 +30,11 @@ START_TEST(order_and_growth)
 		exs_queue_post(q, &e);
 	}
 	ck_assert_uint_eq(q->refs, 0);
-	n = exs_queue_dequeue(q, ev, 64, NULL);
+	n = exs_queue_dequeue(q->h, ev, 64, NULL);
 	ck_assert_int_eq(n, 50);
 	for (i = 0; i < 50; i++)
 		ck_assert_int_eq(ev[i].exs_evt_socket, i);
-	ck_assert_int_eq(exs_queue_delete(q), 0);
+	ck_assert_int_eq(exs_queue_delete(q->h), 0);
 }
 END_TEST
 
@@ -45,14 +45,14 @@ START_TEST(timeout_and_poll)
 	struct timespec a, b;
 	exs_event_t ev;
 
-	ck_assert_int_eq(exs_queue_dequeue(q, &ev, 1, &zero), 0);
+	ck_assert_int_eq(exs_queue_dequeue(q->h, &ev, 1, &zero), 0);
 	clock_gettime(CLOCK_MONOTONIC, &a);
-	ck_assert_int_eq(exs_queue_dequeue(q, &ev, 1, &tenth), 0);
+	ck_assert_int_eq(exs_queue_dequeue(q->h, &ev, 1, &tenth), 0);
 	clock_gettime(CLOCK_MONOTONIC, &b);
 	double dt = (double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9;
 	ck_assert(dt >= 0.099);
 	ck_assert(dt < 2.0);
-	exs_queue_delete(q);
+	exs_queue_delete(q->h);
 }
 END_TEST
 
@@ -84,11 +84,11 @@ START_TEST(negative_count_waits_for_n)
 	exs_event_t ev[5];
 
 	pthread_create(&t, NULL, post_n, &p);
-	ck_assert_int_eq(exs_queue_dequeue(q, ev, -5, NULL), 5);
+	ck_assert_int_eq(exs_queue_dequeue(q->h, ev, -5, NULL), 5);
 	pthread_join(t, NULL);
 	for (int i = 0; i < 5; i++)
 		ck_assert_int_eq(ev[i].exs_evt_socket, i);
-	exs_queue_delete(q);
+	exs_queue_delete(q->h);
 }
 END_TEST
 
@@ -98,12 +98,120 @@ START_TEST(delete_rules)
 	exs_event_t e = mk(1), out;
 
 	exs_queue_ref(q); /* an operation started on it */
-	ck_assert_int_eq(exs_queue_delete(q), -EBUSY);
+	ck_assert_int_eq(exs_queue_delete(q->h), -EBUSY);
 	exs_queue_post(q, &e); /* it completed: undequeued events are dropped */
-	ck_assert_int_eq(exs_queue_delete(q), 0);
-	ck_assert(!exs_queue_valid(q));
-	ck_assert_int_eq(exs_queue_dequeue(q, &out, 1, NULL), -EINVAL);
-	ck_assert_int_eq(exs_queue_delete(q), -EINVAL);
+	exs_qhandle_t h = q->h;
+	ck_assert_int_eq(exs_queue_delete(h), 0);
+	ck_assert_ptr_null(exs_queue_get(h));
+	ck_assert_int_eq(exs_queue_dequeue(h, &out, 1, NULL), -EINVAL);
+	ck_assert_int_eq(exs_queue_delete(h), -EINVAL);
+}
+END_TEST
+
+struct stale_waiter {
+	exs_qhandle_t h;
+	int ret;
+};
+
+static void *wait_stale(void *arg)
+{
+	struct stale_waiter *w = arg;
+	struct timeval tv = { 5, 0 };
+	exs_event_t ev;
+
+	w->ret = exs_queue_dequeue(w->h, &ev, 1, &tv);
+	return NULL;
+}
+
+/*
+ * A queue deleted while a thread waits on it, its object then reused for
+ * the next queue: the waiter ends with EINVAL and does not take the new
+ * queue's events; the old handle names nothing, the new one works.
+ */
+START_TEST(stale_handles)
+{
+	struct exs_queue *q = exs_queue_new(2), *q2;
+	struct stale_waiter w = { q->h, 1 };
+	exs_qhandle_t old = q->h;
+	exs_event_t e = mk(7), out;
+	pthread_t t;
+	int v;
+
+	pthread_create(&t, NULL, wait_stale, &w);
+	usleep(100000);
+	ck_assert_int_eq(exs_queue_delete(old), 0);
+	q2 = exs_queue_new(2);
+	ck_assert_ptr_eq(q2, q); /* the same object, a new life */
+	ck_assert_ptr_ne(q2->h, old);
+	exs_queue_ref(q2);
+	exs_queue_post(q2, &e);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(w.ret, -EINVAL);
+	ck_assert_ptr_null(exs_queue_get(old));
+	ck_assert_ptr_eq(exs_queue_get(q2->h), q2);
+	ck_assert_int_eq(exs_queue_status(old, EXS_QATTR_EVENTS, &v), -EINVAL);
+	ck_assert_int_eq(exs_queue_modify(old, EXS_QATTR_SIGNAL, 0), -EINVAL);
+	ck_assert_int_eq(exs_queue_status(q2->h, EXS_QATTR_EVENTS, &v), 0);
+	ck_assert_int_eq(v, 1);
+	ck_assert_int_eq(exs_queue_dequeue(q2->h, &out, 1, NULL), 1);
+	ck_assert_int_eq(out.exs_evt_socket, 7);
+	ck_assert_int_eq(exs_queue_delete(q2->h), 0);
+	/* never a handle: no object is touched */
+	ck_assert_ptr_null(exs_queue_get(NULL));
+	ck_assert_ptr_null(exs_queue_get((exs_qhandle_t)&v));
+	ck_assert_ptr_null(exs_queue_get((exs_qhandle_t)~(uintptr_t)0));
+}
+END_TEST
+
+/* a call holds the queue it starts an operation on: it cannot be deleted
+ * (and its slot reused) in between; a stale handle cannot be held */
+START_TEST(hold)
+{
+	struct exs_queue *q = exs_queue_new(1), *got = NULL;
+	exs_qhandle_t h = q->h;
+
+	ck_assert_int_eq(exs_queue_hold(h, &got), 0);
+	ck_assert_ptr_eq(got, q);
+	ck_assert_int_eq(exs_queue_delete(h), -EBUSY);
+	exs_queue_unref(q);
+	ck_assert_int_eq(exs_queue_delete(h), 0);
+	got = NULL;
+	ck_assert_int_eq(exs_queue_hold(h, &got), -EINVAL);
+	ck_assert_ptr_null(got);
+	q = exs_queue_new(1); /* the same object again, a new life */
+	ck_assert_int_eq(exs_queue_hold(h, &got), -EINVAL);
+	ck_assert_uint_eq(q->refs, 0);
+	ck_assert_int_eq(exs_queue_delete(q->h), 0);
+}
+END_TEST
+
+/* a slot whose generation would wrap is retired, never reused */
+START_TEST(generation_wrap_retires)
+{
+	struct exs_htab t = EXS_HTAB_INIT;
+	uint32_t idx, idx2;
+	void *obj;
+	int x;
+
+	ck_assert_int_eq(exs_htab_alloc(&t, &idx, &obj), 0);
+	t.chunk[0][idx].state = EXS_H_STATE_MAX - 5; /* two lives left */
+	uintptr_t h = exs_htab_publish(&t, idx, &x);
+	ck_assert_ptr_eq(exs_htab_get(&t, h, NULL), &x);
+	ck_assert(exs_htab_kill(&t, h));
+	ck_assert(!exs_htab_kill(&t, h));
+	exs_htab_release(&t, idx, &x);
+	ck_assert_int_eq(exs_htab_alloc(&t, &idx2, &obj), 0);
+	ck_assert_uint_eq(idx2, idx);
+	uintptr_t h2 = exs_htab_publish(&t, idx, &x);
+	ck_assert(h2 != h && h2 != ~(uintptr_t)0);
+	ck_assert(exs_htab_kill(&t, h2));
+	exs_htab_release(&t, idx, &x); /* the last life: retired */
+	ck_assert_int_eq(exs_htab_alloc(&t, &idx2, &obj), 0);
+	ck_assert_uint_ne(idx2, idx);
+	ck_assert_ptr_null(exs_htab_get(&t, h, NULL));
+	ck_assert_ptr_null(exs_htab_get(&t, h2, NULL));
+	free(t.chunk[0]); /* a table of the library lives as long as the process */
+	free(t.free);
 }
 END_TEST
 
@@ -119,7 +227,7 @@ static void *take_all(void *arg)
 	exs_event_t ev[8];
 	int n;
 
-	while ((n = exs_queue_dequeue(t->q, ev, 8, &tv)) > 0)
+	while ((n = exs_queue_dequeue(t->q->h, ev, 8, &tv)) > 0)
 		t->got += n;
 	return NULL;
 }
@@ -147,7 +255,7 @@ START_TEST(many_threads)
 		total += k[i].got;
 	}
 	ck_assert_int_eq(total, 10000);
-	exs_queue_delete(q);
+	exs_queue_delete(q->h);
 }
 END_TEST
 
@@ -161,7 +269,7 @@ END_TEST
 
 int main(void)
 {
-	const TTest *const tests[] = { order_and_growth, timeout_and_poll, negative_count_waits_for_n, delete_rules, many_threads, bounds, NULL };
+	const TTest *const tests[] = { order_and_growth, timeout_and_poll, negative_count_waits_for_n, delete_rules, stale_handles, hold, generation_wrap_retires, many_threads, bounds, NULL };
 
 	return run_tests("queue", 30, tests);
 }
