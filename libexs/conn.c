@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * One established connection (proto/exs_wire.h): its state machine (one
  * enum per direction and one for the link, each changed only through its
@@ -230,7 +231,13 @@ int exs_conn_modify(struct exs_conn *c, const ExsCtl__QpAttr *a)
  * calling thread (verbs.c keeps a dead peer's SIGPIPE from this process). */
 static int post_send(struct exs_conn *c, struct ibv_send_wr *wr)
 {
-	return exs_verbs_post_send(c->qp, wr, c->iwarp);
+	int ret = exs_verbs_post_send(c->qp, wr, c->iwarp);
+
+	if (ret && EXS_DEBUG_ON())
+		exs_debug("fd %d: ibv_post_send (opcode %d, %u bytes, flags %#x): %s", c->fd,
+			  wr->opcode, wr->sg_list ? wr->sg_list->length : 0, wr->send_flags,
+			  strerror(-ret));
+	return ret;
 }
 
 /* SEND the control message in send slot i. */
@@ -408,6 +415,8 @@ void exs_conn_break(struct exs_conn *c, int err)
 
 	if (c->link == EXS_LINK_RESET)
 		return;
+	if (EXS_DEBUG_ON())
+		exs_debug("fd %d broken: %s", c->fd, strerror(err));
 	set_link(c, EXS_LINK_RESET);
 	ibv_modify_qp(c->qp, &qa, IBV_QP_STATE);
 	exs_conn_fail_all(c, err);
@@ -714,6 +723,8 @@ void exs_conn_cm_lost(struct exs_conn *c)
 	exs_conn_progress(c);
 	if (c->link != EXS_LINK_UP)
 		return;
+	if (EXS_DEBUG_ON())
+		exs_debug("fd %d: exsd lost the CM connection", c->fd);
 	if (c->iwarp || c->rx == EXS_RX_EOF) {
 		exs_conn_break(c, ECONNRESET);
 		return;
@@ -802,6 +813,8 @@ static void on_message(struct exs_conn *c, const struct exs_wire_msg *m)
 		end_receives(c);
 		break;
 	case EXS_WIRE_ABORT:
+		if (EXS_DEBUG_ON())
+			exs_debug("fd %d: the peer aborted", c->fd);
 		exs_conn_break(c, ECONNRESET);
 		break;
 	case EXS_WIRE_HELLO:
@@ -825,6 +838,10 @@ static void on_wc(struct exs_conn *c, const struct ibv_wc *wc)
 	struct exs_wire_msg m;
 
 	if (wc->status != IBV_WC_SUCCESS) {
+		if (EXS_DEBUG_ON() && c->link != EXS_LINK_RESET)
+			exs_debug("fd %d completion error: %s (wr kind %u, opcode %d, vendor %#x)",
+				  c->fd, ibv_wc_status_str(wc->status), kind, wc->opcode,
+				  wc->vendor_err);
 		if (kind == WR_CTL && i < c->nsend) {
 			c->ctl_free[c->nctl_free++] = i;
 			if (c->msg[ctl_slot_msg(c, i)].type == EXS_WIRE_FIN ||
