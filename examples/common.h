@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * common.h - the small helpers the EXS echo examples share: command-line
  * parsing, the list of message sizes, the byte pattern that lets a client

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * echo-async-implicit - an EXS echo client in asynchronous mode with
  * implicit memory registration, the style of the programmer's guide §10.4.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * echo-sync-explicit - an EXS echo client in synchronous mode with explicit
  * memory registration, the style of the programmer's guide §10.3.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * exs-echo-server - an EXS server that sends every message it receives
  * back to its sender, for any number of clients at once.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * rdmacm for exsd: one rdma_cm_id per EXS socket that exsd knows of, and
  * the connection set-up with user-managed QPs (DESIGN "How a connection is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * exsd's configuration: /etc/exs.conf (docs/man/exs.conf.5.md), parsed
  * with libinih. Every setting lives in struct exsd_config with its default

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * exsd's control channel: a Unix SOCK_SEQPACKET listener, one client per
  * connection, every client named by SO_PEERCRED. Each message is checked

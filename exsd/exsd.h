@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * exsd's private declarations. exsd brokers EXS connections: it owns every
  * rdmacm id (listen, resolve, connect/accept with user-managed QPs), the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * exsd: the EXS connection broker. Parses options, sets up logging, the
  * libevent loop, rdmacm and the control socket, tells systemd when it is

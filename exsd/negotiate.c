@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * The EXS setup negotiation (guide §6.2, §7; proto/exs_wire.h part 1): the
  * encoding of setup requests, responses and rejects in CM private data,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * What exsctl sees: queries over exsd's sockets, clients, devices and
  * configuration, live counters gathered from each libexs on demand, the

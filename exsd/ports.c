@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Port policy: exsd picks ephemeral ports itself, from [ports] ephemeral
  * in exs.conf, rather than leaving them to rdmacm (whose range is the

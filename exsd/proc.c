@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * What exsd reads of a client process in /proc/PID/status: its effective
  * capabilities (ports below 1024) and, for a thread the kernel names as a

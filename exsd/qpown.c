@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Who owns a QP. exsd puts a client's QP number into the CM exchange, so it
  * must know that the client owns that QP: otherwise a client could splice

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * exs.h - the Extended Sockets API (ES-API) as extended by UNH-EXS 1.4.0.
  *

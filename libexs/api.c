@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * The public EXS calls (include/exs.h): argument checks, the errno each
  * failure gets, the EXS_BLOCK / EXS_CREDIT_WAIT waiting, and nothing else.

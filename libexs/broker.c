@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * The library's half of the connection set-up that exsd brokers (DESIGN:
  * user-managed QPs): bind, listen, connect and accept as requests to exsd,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * The channel to exsd (proto/exs_control.proto). Opened lazily by the
  * first call that needs exsd and reopened after exsd went away; while exsd

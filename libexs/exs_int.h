@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Private to libexs: the objects behind the public handles and the calls
  * between the library's modules. Calls go one way, down:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * The progress thread: one per process, started by exs_init(). It sleeps
  * in epoll on the exsd channel and on each device's completion channel,

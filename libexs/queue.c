@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Event queues (guide §2.1, §11.2.6): a ring of exs_event_t per queue,
  * pre-sized to the depth asked for and grown only when a caller outruns it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * EXS sockets: the fd table and each socket's life cycle (guide §4): its
  * state, its close and shutdown, and the events they post. The set-up that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Verbs devices and memory registrations. A device is opened the first
  * time exsd routes a connection over it (exsd names it), with one PD and

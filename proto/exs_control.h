@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* Constants of the control protocol defined in exs_control.proto. */
 #ifndef EXS_CONTROL_H
 #define EXS_CONTROL_H

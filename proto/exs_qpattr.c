@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * struct ibv_qp_attr <-> ExsCtl__QpAttr, the one place the control
  * protocol's QP attribute fields are mapped. exsd fills them from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 #ifndef EXS_QPATTR_H
 #define EXS_QPATTR_H
 #include <errno.h>

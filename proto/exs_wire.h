@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * The EXS wire protocol: what crosses the network between two hosts. This
  * header is its one definition; exsd and libexs both build from it.

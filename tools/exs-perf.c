@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * exs-perf: EXS throughput, latency and connection-rate measurements, in
  * the manner of perftest. Run the same command on both ends, with the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * exs_conform: the conformance suite. One check per behaviour the
  * programmer's guide documents (or this implementation chose where it is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * exs_ctlraw: speaks exsd's control protocol directly, as a misbehaving
  * libexs could, to check that exsd refuses what it must and survives.

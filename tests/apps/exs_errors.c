@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * exs_errors: the errno cases that need a real exsd (or its absence).
  *   exs_errors refused ADDR PORT   connect where nothing listens: ECONNREFUSED

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * exs_hold: opens one EXS connection, moves a known amount of data, then
  * holds it open so that exsctl can be checked against what happened.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * exs_many: many EXS connections set up at once, then held, so that exsctl
  * can be checked against them.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * exs_qpowner: exsd's question to the kernel (exsd/qpown.c) on its own, so
  * that both of its forms can be checked against `rdma res show qp`.

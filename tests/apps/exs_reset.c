@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * exs_reset: a transfer whose sender is killed, seen from the receiver.
  *

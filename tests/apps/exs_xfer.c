@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * exs_xfer: moves N messages of pseudo-random sizes in both directions over
  * one EXS connection and checks every byte. Both ends derive sizes and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * notify_listen PATH SECS: be systemd's NOTIFY_SOCKET for a test. Binds a
  * Unix datagram socket at PATH and prints each message it gets (its

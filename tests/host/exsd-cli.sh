@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # exsd-cli.sh BUILD: exsd's command line and configuration file, on the
 # host: nothing here needs an RDMA device, as exsd reads and checks its
 # configuration before it opens rdmacm.

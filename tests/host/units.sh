@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # units.sh SRC BUILD: `systemd-analyze verify` on exsd.service and
 # exsd.socket must pass without a word. The service is the one CMake
 # configured for installing (build/systemd/exsd.service) with one change:

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # config.sh: exsd as systemd runs it, in one guest. exsd is socket-
 # activated by systemd-socket-activate with a configuration file, tells a
 # notify socket READY=1, STATUS= and WATCHDOG=1, serves clients through

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # The conformance suite (tests/apps/exs_conform.c: one check per behaviour
 # of the programmer's guide, each naming its section) against the real exsd,
 # once over rxe0 (RoCE) and once over siw0 (iWARP). Run by ctest through

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # exsd as a system daemon, on one guest: clients that lie about their QP,
 # break the control protocol, race for ports, open many connections at
 # once, lack privilege or die mid-transfer. After each attack exsd must

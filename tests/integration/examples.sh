@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # The example programs (examples/, README "Examples") in one guest. For
 # each device (rxe, siw) and socket type (stream, seqpacket) one
 # exs-echo-server -n 8 serves the four clients one after another, then

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # exsctl against what the tests themselves did: sourced by one-host.sh with
 # exsd running. Defines exsctl_tests.
 X() { timeout 20 "$B/exsctl" "$@"; }

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Helpers for the integration tests, sourced inside an exs-vm guest.
 # Every program runs under its own timeout; results are counted and the
 # script ends with "N passed, N failed".

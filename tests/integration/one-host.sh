@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Integration tests on one guest: the real exsd and real EXS programs over
 # rxe0 (RoCE) and siw0 (iWARP). Run by `ctest` through tests/vm/exs-vm.
 set -u

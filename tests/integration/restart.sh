@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # exsd killed with SIGKILL and restarted while a connection streams data,
 # on one host: on rxe0 (RoCE) the QPs live in the applications, so the
 # stream must finish intact; on siw0 (iWARP) the connection belongs to

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Integration tests across two guests ("hosts" a and b, each with its own
 # exsd), joined by virtio-net links: rxe0 on one, siw0 on the other.
 # Guest b serves, guest a connects. Run by `ctest` through tests/vm/exs-vm -p.

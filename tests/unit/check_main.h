@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* The main() every Check unit test shares: one suite, one case, fork mode. */
 #ifndef CHECK_MAIN_H
 #define CHECK_MAIN_H

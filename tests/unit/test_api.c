@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * The public API's argument checks and errno values that need neither an
  * RDMA device nor exsd (EXS_SOCKET points at nothing): bad fds, wrong

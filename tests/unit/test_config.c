@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * exsd's configuration (exsd/config.c) and port policy (exsd/ports.c):
  * defaults, every key, FILE:LINE errors, ranges, the printed form read

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* The setup negotiation in CM private data (exsd/negotiate.c). */
 #include <arpa/inet.h>
 #include "check_main.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* QP attributes through the control protocol (proto/exs_qpattr.c). */
 #include "check_main.h"
 #include <stdlib.h>

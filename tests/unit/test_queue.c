@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* Event queues (libexs/queue.c): order, growth, timeouts, negative counts,
  * deletion rules, stale handles and many threads. */
 #include "check_main.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * cm-connect: the reference for exs-perf connect. Times raw rdmacm
  * connections (resolve address and route, create a QP, connect, wait for
