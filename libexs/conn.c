@@ -197,9 +197,8 @@ static int post_recv(struct exs_conn *c, uint32_t i)
 		.lkey = c->msg_mr->lkey,
 	};
 	struct ibv_recv_wr wr = { .wr_id = WR_ID(WR_RECV, i), .sg_list = &sge, .num_sge = 1 };
-	struct ibv_recv_wr *bad;
 
-	return -ibv_post_recv(c->qp, &wr, &bad);
+	return exs_verbs_post_recv(c->qp, &wr);
 }
 
 int exs_conn_modify(struct exs_conn *c, const ExsCtl__QpAttr *a)
@@ -600,7 +599,10 @@ int exs_conn_recv(struct exs_conn *c, const struct exs_op *t)
 	if (ret) {
 		op_unstart(op);
 		c->rfree[c->nrfree++] = slot;
-		return ret;
+		if (ret == -ENOBUFS)
+			return ret;
+		exs_conn_break(c, ECONNRESET); /* the QP is dead */
+		return -ECONNRESET;
 	}
 	return 0;
 }

@@ -158,6 +158,7 @@ struct exs_mreg *exs_mreg_get(exs_mhandle_t h);
 int exs_mreg_delete(struct exs_mreg *m);
 struct ibv_mr *exs_mreg_mr(struct exs_mreg *m, struct exs_dev *d);
 int exs_verbs_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, bool guard);
+int exs_verbs_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr);
 
 /* ---- conn.c: one established connection, its state machine and data path */
 struct exs_op {

@@ -201,6 +201,25 @@ struct ibv_mr *exs_mreg_mr(struct exs_mreg *m, struct exs_dev *d)
  * SIGPIPE around the post and takes back one that the post raised; one
  * that was already pending stays for the application.
  */
+/* A post's result as -errno. Providers disagree on the sign (the verbs
+ * documentation says a positive errno; siw has been seen to return a
+ * negative one once its QP is dead), and -1 means "see errno". */
+static int post_ret(int r)
+{
+	if (!r)
+		return 0;
+	if (r == -1)
+		r = errno ? errno : EIO;
+	return r < 0 ? r : -r;
+}
+
+int exs_verbs_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr)
+{
+	struct ibv_recv_wr *bad;
+
+	return post_ret(ibv_post_recv(qp, wr, &bad));
+}
+
 int exs_verbs_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, bool guard)
 {
 	static const struct timespec zero;
@@ -210,13 +229,13 @@ int exs_verbs_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, bool guard)
 	int ret;
 
 	if (!guard)
-		return -ibv_post_send(qp, wr, &bad);
+		return post_ret(ibv_post_send(qp, wr, &bad));
 	sigemptyset(&pipe);
 	sigaddset(&pipe, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &pipe, &old);
 	sigpending(&pending);
 	was_pending = sigismember(&pending, SIGPIPE);
-	ret = -ibv_post_send(qp, wr, &bad);
+	ret = post_ret(ibv_post_send(qp, wr, &bad));
 	if (!was_pending) {
 		sigpending(&pending);
 		if (sigismember(&pending, SIGPIPE))
