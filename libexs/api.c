@@ -493,6 +493,7 @@ static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhan
 		ret = exs_sock_xfer(s, &op);
 		if (ret != -EBUSY || !(flags & (EXS_CREDIT_WAIT | EXS_BLOCK)))
 			break;
+		exs_progress_arm(); /* the completion that frees a credit must wake us */
 		pthread_cond_wait(&exs_g.cond, &exs_g.lock);
 		if (exs_sock_by_id(id) != s || s->state != EXS_S_CONNECTED) {
 			ret = -ECONNRESET;

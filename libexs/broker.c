@@ -345,7 +345,8 @@ static void requeue_accept(struct exs_sock *ns)
 static void established(struct exs_sock *s, ExsCtl__Established *e)
 {
 	int ret = s->conn && e->setup ?
-			  exs_conn_establish(s->conn, e->setup->credits, e->setup->sp_max) : -EPROTO;
+			  exs_conn_establish(s->conn, e->setup->credits, e->setup->sp_max,
+					     s->state == EXS_S_CONNECTING) : -EPROTO;
 
 	if (ret) {
 		exs_sock_tell_exsd_close(s);

@@ -337,14 +337,15 @@ static char *sp_slot(const struct exs_conn *c, bool send, uint32_t i)
 /* exsd says the CM exchange is over, with the negotiated credits (which
  * never exceed what this side allocated) and small-packet size. The active
  * iWARP side sends its HELLO now: the passive side waits for it before it
- * sends anything. */
-int exs_conn_establish(struct exs_conn *c, uint32_t credits, uint32_t sp_max)
+ * sends anything (and may have had it already: the peer can be quicker
+ * than exsd's word, so "active" is the caller's to say, not await_hello's). */
+int exs_conn_establish(struct exs_conn *c, uint32_t credits, uint32_t sp_max, bool active)
 {
 	if (credits == 0 || credits > c->alloc || sp_max > EXS_MAX_SP_MAX)
 		return -EPROTO;
 	c->credits = credits;
 	sp_setup(c, sp_max);
-	if (c->iwarp && !c->await_hello)
+	if (c->iwarp && active)
 		return post_ctl_type(c, EXS_WIRE_HELLO);
 	return 0;
 }
@@ -419,6 +420,14 @@ void exs_conn_break(struct exs_conn *c, int err)
 	set_link(c, EXS_LINK_RESET);
 	ibv_modify_qp(c->qp, &qa, IBV_QP_STATE);
 	exs_conn_fail_all(c, err);
+}
+
+/* The peer broke the wire protocol (proto/exs_wire.h): say how, end it. */
+static void proto_error(struct exs_conn *c, const char *why, unsigned a, unsigned b)
+{
+	if (EXS_DEBUG_ON())
+		exs_debug("fd %d: protocol error: %s (%u, %u)", c->fd, why, a, b);
+	exs_conn_break(c, EPROTO);
 }
 
 static bool sends_idle(const struct exs_conn *c)
@@ -675,7 +684,7 @@ static void complete_slot(struct exs_conn *c, uint32_t slot, size_t len, size_t 
 
 	if (slot >= c->alloc || c->rop[slot].kind != EXS_EVT_RECV ||
 	    len > c->rop[slot].len - c->rop[slot].done) {
-		exs_conn_break(c, EPROTO);
+		proto_error(c, "data for no receive, or too much (slot, length)", slot, (unsigned)len);
 		return;
 	}
 	op = &c->rop[slot];
@@ -763,13 +772,14 @@ static void peer_shut_rd(struct exs_conn *c)
 static void on_message(struct exs_conn *c, const struct exs_wire_msg *m)
 {
 	if (m->version != EXS_WIRE_VERSION || c->await_hello != (m->type == EXS_WIRE_HELLO)) {
-		exs_conn_break(c, EPROTO);
+		proto_error(c, "version, or HELLO out of place (version, type)", m->version, m->type);
 		return;
 	}
 	switch (m->type) {
 	case EXS_WIRE_ADVERT:
 		if (c->ad_count == c->alloc || !m->len || (m->flags & ADV_HELD)) {
-			exs_conn_break(c, EPROTO);
+			proto_error(c, "advert beyond the credits, empty or held (adverts, length)",
+				    c->ad_count, m->len);
 			return;
 		}
 		c->ads[(c->ad_head + c->ad_count) % c->alloc] = *m;
@@ -789,7 +799,7 @@ static void on_message(struct exs_conn *c, const struct exs_wire_msg *m)
 	case EXS_WIRE_MORE:
 		if (!c->ad_count || c->ads[c->ad_head].slot != m->slot ||
 		    !(c->ads[c->ad_head].flags & ADV_HELD)) {
-			exs_conn_break(c, EPROTO);
+			proto_error(c, "MORE for no held advert (adverts, slot)", c->ad_count, m->slot);
 			return;
 		}
 		c->ads[c->ad_head].flags &= (uint16_t)~ADV_HELD;
@@ -808,7 +818,7 @@ static void on_message(struct exs_conn *c, const struct exs_wire_msg *m)
 		break;
 	case EXS_WIRE_RDSHUT_ACK:
 		if (c->rx != EXS_RX_SHUT && c->rx != EXS_RX_SHUT_DONE) {
-			exs_conn_break(c, EPROTO);
+			proto_error(c, "RDSHUT_ACK unasked (receive state, 0)", c->rx, 0);
 			return;
 		}
 		set_rx(c, EXS_RX_SHUT_DONE);
@@ -824,7 +834,7 @@ static void on_message(struct exs_conn *c, const struct exs_wire_msg *m)
 			exs_conn_break(c, ECONNRESET);
 		break;
 	default:
-		exs_conn_break(c, EPROTO);
+		proto_error(c, "unknown message type (type, 0)", m->type, 0);
 	}
 }
 
@@ -869,7 +879,8 @@ static void on_wc(struct exs_conn *c, const struct ibv_wc *wc)
 		else if (wc->byte_len == sizeof(m))
 			on_message(c, &m);
 		else
-			exs_conn_break(c, EPROTO);
+			proto_error(c, "message of the wrong size (bytes, opcode)", wc->byte_len,
+				    wc->opcode);
 		break;
 	case WR_WRITE:
 		if (i < c->alloc && c->sop[i].kind == EXS_EVT_SEND)

@@ -118,8 +118,9 @@ void exs_queue_ref(struct exs_queue *q);
 void exs_queue_unref(struct exs_queue *q);
 /* Set by exs_init: polls every connection's CQ from the calling thread, so
  * a waiting exs_qdequeue need not wait for the progress thread. A spin is
- * BEGIN, ONCE..., then END (it found its events) or SLEEP (it will sleep). */
-enum { EXS_POLL_BEGIN, EXS_POLL_ONCE, EXS_POLL_END, EXS_POLL_SLEEP };
+ * BEGIN, ONCE..., END; ARM before a waiter sleeps (every CQ raises its
+ * event again). */
+enum { EXS_POLL_BEGIN, EXS_POLL_ONCE, EXS_POLL_END, EXS_POLL_ARM };
 extern void (*exs_queue_poll_hook)(int phase);
 #define EXS_SPIN_MIN_US 5
 #define EXS_SPIN_START_US 50
@@ -254,7 +255,7 @@ int exs_conn_create(int fd, int type, const char *dev, bool iwarp, const struct 
 void exs_conn_destroy(struct exs_conn *c);
 int exs_conn_modify(struct exs_conn *c, const ExsCtl__QpAttr *a);
 void exs_conn_await_hello(struct exs_conn *c);
-int exs_conn_establish(struct exs_conn *c, uint32_t credits, uint32_t sp_max);
+int exs_conn_establish(struct exs_conn *c, uint32_t credits, uint32_t sp_max, bool active);
 int exs_conn_send(struct exs_conn *c, const struct exs_op *tmpl);
 int exs_conn_recv(struct exs_conn *c, const struct exs_op *tmpl);
 void exs_conn_progress(struct exs_conn *c);
@@ -387,6 +388,7 @@ uint64_t exs_now_ms(void);
 int exs_progress_add_fd(int fd, void *tag);
 void exs_progress_del_fd(int fd);
 int exs_progress_pin(int cpu);
+void exs_progress_arm(void);
 
 /* EXS_DEBUG set: state changes are written to stderr ("from -> to") */
 void exs_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -402,11 +404,11 @@ struct exs_global {
 	unsigned nprobing; /* connections waiting for a PONG: it ticks too */
 	unsigned nbusypoll; /* EXS_FD_BUSYPOLL connections: it never sleeps */
 	/* application threads polling the CQs in a wait (EXS_POLL_*): while
-	 * they do, or did within EXS_REARM_US, a CQ's event is not re-armed
-	 * (its next completions would only wake the progress thread for
-	 * nothing); ndisarmed such CQs are re-armed after that */
+	 * one does, a CQ's event is not re-armed (its next completions would
+	 * only wake the progress thread for nothing). ndisarmed such CQs are
+	 * re-armed by a waiter before it sleeps, or by the progress thread
+	 * within EXS_REARM_US when nobody polls */
 	unsigned spinners, ndisarmed;
-	uint64_t last_spin_us;
 	int comp_cpu; /* EXS_F_SETCOMPTHREADCPU; INT_MAX: not pinned */
 	bool ctl_lost; /* the channel dropped: the progress thread tells broker.c */
 	pthread_t thread;

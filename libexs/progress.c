@@ -35,23 +35,14 @@ void exs_progress_del_fd(int fd)
 	epoll_ctl(exs_g.epfd, EPOLL_CTL_DEL, fd, NULL);
 }
 
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
-/* Lock held: an application thread polls the CQs in its wait, or did a
- * moment ago (and, in a steady exchange, will again). */
+/* Lock held: an application thread polls the CQs in its wait. */
 static bool polled_by_waiters(void)
 {
-	return exs_g.spinners || now_us() - exs_g.last_spin_us < EXS_REARM_US;
+	return exs_g.spinners;
 }
 
 /* Lock held: every CQ raises its event again; what came meanwhile is taken. */
-static void rearm_all(void)
+void exs_progress_arm(void)
 {
 	struct exs_sock *s, *next;
 
@@ -144,11 +135,11 @@ void exs_progress_wake(void)
 
 /*
  * An application thread waiting for events polls the CQs itself
- * (EXS_WAIT_ADAPTIVE, EXS_WAIT_BUSY_POLL): BEGIN, ONCE per poll, then END
- * when its events came or SLEEP when it gives up and sleeps. While threads
- * poll, CQ events are not re-armed: the progress thread would only wake to
- * find the CQ drained. A thread about to sleep re-arms them first, and the
- * progress thread takes them back after EXS_REARM_US without a poller.
+ * (EXS_WAIT_ADAPTIVE, EXS_WAIT_BUSY_POLL): BEGIN, ONCE per poll, END. While
+ * threads poll, CQ events are not re-armed: the progress thread would only
+ * wake to find the CQ drained. A waiter about to sleep re-arms them (ARM),
+ * and the progress thread takes them back within EXS_REARM_US when nobody
+ * polls, for the completions that no thread waits for.
  */
 void exs_progress_poll(int phase)
 {
@@ -161,14 +152,15 @@ void exs_progress_poll(int phase)
 		pthread_mutex_unlock(&exs_g.lock);
 		return;
 	case EXS_POLL_END:
-	case EXS_POLL_SLEEP:
 		pthread_mutex_lock(&exs_g.lock);
 		exs_g.spinners--;
-		exs_g.last_spin_us = now_us();
-		if (phase == EXS_POLL_SLEEP && !exs_g.spinners)
-			rearm_all();
-		/* else the progress thread, which disarmed them, times the
-		 * re-arming (it sleeps EXS_REARM_US at most meanwhile) */
+		pthread_mutex_unlock(&exs_g.lock);
+		return;
+	case EXS_POLL_ARM:
+		if (!__atomic_load_n(&exs_g.ndisarmed, __ATOMIC_RELAXED))
+			return;
+		pthread_mutex_lock(&exs_g.lock);
+		exs_progress_arm();
 		pthread_mutex_unlock(&exs_g.lock);
 		return;
 	default:
@@ -253,10 +245,10 @@ static void *progress_main(void *arg)
 			} else if (ev[i].data.ptr)
 				dev_input(ev[i].data.ptr);
 		}
-		if (disarmed) {
+		if (disarmed) { /* nobody may be polling them: take them back */
 			pthread_mutex_lock(&exs_g.lock);
 			if (!polled_by_waiters())
-				rearm_all();
+				exs_progress_arm();
 			pthread_mutex_unlock(&exs_g.lock);
 		}
 		if (ticking() || __atomic_load_n(&exs_g.ctl_lost, __ATOMIC_RELAXED)) {

@@ -272,7 +272,6 @@ static uint64_t now_us(void)
 static void spin(struct exs_queue *q, exs_qhandle_t h, unsigned want, const struct timeval *tmo)
 {
 	uint64_t end, budget = q->spin_us;
-	bool found = false;
 
 	if (q->wait == EXS_WAIT_NOTIFY || !exs_queue_poll_hook)
 		return;
@@ -286,10 +285,8 @@ static void spin(struct exs_queue *q, exs_qhandle_t h, unsigned want, const stru
 	for (unsigned i = 1;; i++) {
 		exs_queue_poll_hook(EXS_POLL_ONCE);
 		pthread_mutex_lock(&q->lock);
-		if (q->h != h || !q->live || q->count >= want) {
-			found = true;
+		if (q->h != h || !q->live || q->count >= want)
 			break;
-		}
 		/* the clock only every few polls: where the clocksource has no
 		 * vDSO path (a TCG guest), each reading is a system call */
 		if (i % EXS_SPIN_CLOCK_EVERY == 0 && now_us() >= end)
@@ -297,8 +294,7 @@ static void spin(struct exs_queue *q, exs_qhandle_t h, unsigned want, const stru
 		pthread_mutex_unlock(&q->lock);
 	}
 	pthread_mutex_unlock(&q->lock);
-	/* going to sleep: the completion thread must watch the CQs again */
-	exs_queue_poll_hook(found ? EXS_POLL_END : EXS_POLL_SLEEP);
+	exs_queue_poll_hook(EXS_POLL_END);
 	pthread_mutex_lock(&q->lock);
 }
 
@@ -322,7 +318,7 @@ int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct 
 	unsigned want = count < 0 ? (unsigned)-(long)count : 1;
 	unsigned max = count < 0 ? want : (unsigned)count;
 	struct timespec deadline;
-	bool spun = false;
+	bool spun = false, armed = false;
 	int n = 0;
 
 	uint64_t t0 = 0;
@@ -351,6 +347,15 @@ int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct 
 		}
 		if (tmo && tmo->tv_sec == 0 && tmo->tv_usec == 0)
 			goto out;
+		if (!armed && exs_queue_poll_hook) {
+			/* about to sleep: every CQ must raise its event again, or
+			 * the completion this waits for might wake nobody */
+			armed = true;
+			pthread_mutex_unlock(&q->lock);
+			exs_queue_poll_hook(EXS_POLL_ARM);
+			pthread_mutex_lock(&q->lock);
+			continue;
+		}
 		if (tmo) {
 			if (pthread_cond_timedwait(&q->cond, &q->lock, &deadline) == ETIMEDOUT &&
 			    q->count < want)
