@@ -119,7 +119,16 @@ static int ctl_open(void)
 	if (fd < 0)
 		return -errno;
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		int err = errno;
+		static bool hinted;
+
 		close(fd);
+		if (EXS_DEBUG_ON() && !hinted) { /* once per process: the reason behind ENETDOWN */
+			hinted = true;
+			exs_debug("cannot reach exsd at %s: %s; calls that need it fail with ENETDOWN "
+				  "(is exsd running? see exs(7), ENETDOWN AND EXSD)",
+				  exs_g.ctl_path, strerror(err));
+		}
 		return -ENETDOWN;
 	}
 	exs_g.ctl_fd = fd;

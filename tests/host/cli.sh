@@ -47,5 +47,22 @@ for args in "disconnect" "disconnect abc" "disconnect -1" "disconnect 9999999999
 	else echo "    exit $rc"; ko "exsctl $args"; fi
 done
 
+# libexs with no exsd: ENETDOWN at once, and under EXS_DEBUG one line on
+# stderr that says which path it tried and why (never without EXS_DEBUG)
+if [ -x "$build/tests/exs_errors" ]; then
+	EXS_SOCKET=$tmp/none.sock EXS_DEBUG=1 timeout 20 "$build/tests/exs_errors" noexsd 127.0.0.1 7471 \
+		>"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	n=$(grep -c "cannot reach exsd at $tmp/none.sock: No such file or directory" "$tmp/err")
+	if [ $rc = 0 ] && [ "$n" = 1 ]; then
+		ok "no exsd, EXS_DEBUG: ENETDOWN and one hint naming the path"
+	else echo "    exit $rc, $n hints"; ko "no exsd, EXS_DEBUG: the hint"; fi
+	EXS_SOCKET=$tmp/none.sock timeout 20 "$build/tests/exs_errors" noexsd 127.0.0.1 7471 \
+		>"$tmp/out" 2>"$tmp/err"
+	if [ $? = 0 ] && [ ! -s "$tmp/err" ]; then
+		ok "no exsd, no EXS_DEBUG: ENETDOWN and nothing on stderr"
+	else ko "no exsd, no EXS_DEBUG: silent"; fi
+fi
+
 echo "$pass passed, $fail failed"
 [ $fail = 0 ] && [ $pass -gt 0 ]
