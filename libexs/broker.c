@@ -166,6 +166,7 @@ static int new_conn(struct exs_sock *s, const char *dev, bool iwarp)
 {
 	struct exs_conn_cfg cfg = {
 		.credits = s->cfg_credits,
+		.sp_max = s->cfg_sp_max,
 		.inline_max = s->cfg_inline,
 		.busy_poll = s->fd_flags & EXS_FD_BUSYPOLL,
 	};

@@ -15,7 +15,7 @@
 
 #include "exs_int.h"
 
-enum { WR_RECV = 1, WR_CTL = 2, WR_WRITE = 3 };
+enum { WR_RECV = 1, WR_CTL = 2, WR_WRITE = 3, WR_EAGER = 4 };
 /* local only, on a held copy of the peer's ADVERT: partly filled for a
  * MSG_WAITALL receive, waiting for the peer's MORE before the next piece */
 #define ADV_HELD 0x8000
@@ -55,17 +55,12 @@ static void set_link(struct exs_conn *c, enum exs_link_state st)
 	if (EXS_DEBUG_ON())
 		exs_debug("fd %d link: %s -> %s", c->fd, link_names[c->link], link_names[st]);
 	if (c->link == EXS_LINK_PROBING)
-		exs_g.nprobing--;
+		EXS_COUNT(exs_g.nprobing, -1);
 	if (st == EXS_LINK_PROBING) {
-		exs_g.nprobing++;
+		EXS_COUNT(exs_g.nprobing, 1);
 		exs_progress_wake(); /* it ticks while anyone probes */
 	}
 	c->link = st;
-}
-
-static uint32_t ctl_slot_msg(const struct exs_conn *c, uint32_t i)
-{
-	return c->nrecv + i;
 }
 
 int exs_conn_create(int fd, int type, const char *devname, bool iwarp,
@@ -76,6 +71,7 @@ int exs_conn_create(int fd, int type, const char *devname, bool iwarp,
 	struct ibv_qp_init_attr qa;
 	int err = ENOMEM;
 	uint32_t i;
+	size_t n;
 
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -95,7 +91,29 @@ int exs_conn_create(int fd, int type, const char *devname, bool iwarp,
 	c->alloc = c->credits = credits;
 	c->nrecv = 2 * credits + EXS_WIRE_SPARE;
 	c->nsend = 3 * credits + EXS_WIRE_SPARE; /* adverts, DONEs, MOREs */
-	c->msg = calloc(c->nrecv + c->nsend, sizeof(*c->msg));
+	c->rsz = c->esz = sizeof(struct exs_wire_msg);
+	if (c->seq && cfg->sp_max) {
+		/* §7.2: room for C messages that come before their receives */
+		c->sp_cap = cfg->sp_max > EXS_WIRE_EAGER_MAX ? EXS_WIRE_EAGER_MAX : cfg->sp_max;
+		c->nrecv += credits;
+		c->esz = (uint32_t)sizeof(struct exs_wire_eager) + c->sp_cap;
+		if (c->esz > c->rsz)
+			c->rsz = c->esz;
+		c->rsz = (c->rsz + 7) & ~7u;
+		c->pool = malloc((size_t)credits * c->sp_cap);
+		c->pool_len = calloc(credits, sizeof(uint32_t));
+		if (!c->pool || !c->pool_len)
+			goto fail;
+	}
+	n = (size_t)c->nrecv * c->rsz + c->nsend * sizeof(*c->msg) +
+	    (c->sp_cap ? (size_t)credits * c->esz : 0);
+	c->mem = calloc(1, n);
+	if (!c->mem)
+		goto fail;
+	c->rbuf = c->mem;
+	c->msg = (struct exs_wire_msg *)(c->rbuf + (size_t)c->nrecv * c->rsz);
+	c->ebuf = (char *)(c->msg + c->nsend);
+	c->rfifo = calloc(credits, sizeof(uint32_t));
 	c->ctl_free = calloc(c->nsend, sizeof(uint32_t));
 	c->ctl_op = calloc(c->nsend, sizeof(int32_t));
 	c->held = calloc(c->nsend, sizeof(uint32_t));
@@ -105,7 +123,7 @@ int exs_conn_create(int fd, int type, const char *devname, bool iwarp,
 	c->sfree = calloc(credits, sizeof(uint32_t));
 	c->sfifo = calloc(credits, sizeof(uint32_t));
 	c->ads = calloc(credits, sizeof(*c->ads));
-	if (!c->msg || !c->ctl_free || !c->ctl_op || !c->held || !c->rop || !c->rfree || !c->sop ||
+	if (!c->rfifo || !c->ctl_free || !c->ctl_op || !c->held || !c->rop || !c->rfree || !c->sop ||
 	    !c->sfree || !c->sfifo || !c->ads)
 		goto fail;
 	for (i = 0; i < c->nsend; i++)
@@ -114,22 +132,23 @@ int exs_conn_create(int fd, int type, const char *devname, bool iwarp,
 		c->rfree[c->nrfree++] = credits - 1 - i;
 		c->sfree[c->nsfree++] = credits - 1 - i;
 	}
-	c->msg_mr = ibv_reg_mr(c->dev->pd, c->msg, (c->nrecv + c->nsend) * sizeof(*c->msg),
-			       IBV_ACCESS_LOCAL_WRITE);
-	if (!c->msg_mr)
+	c->mem_mr = ibv_reg_mr(c->dev->pd, c->mem, n, IBV_ACCESS_LOCAL_WRITE);
+	if (!c->mem_mr)
 		goto fail_errno;
-	c->cq = ibv_create_cq(c->dev->ctx, (int)(c->nrecv + c->nsend + credits + 8), cq_ctx,
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_type = IBV_QPT_RC;
+	/* control messages, the writes of C sends, C eager SENDs */
+	qa.cap.max_send_wr = c->nsend + credits * c->dev->max_chunks + (c->sp_cap ? credits : 0) + 4;
+	qa.cap.max_recv_wr = c->nrecv;
+	/* room for every WR a flush of both queues returns */
+	c->cq = ibv_create_cq(c->dev->ctx, (int)(qa.cap.max_send_wr + qa.cap.max_recv_wr + 8), cq_ctx,
 			      c->dev->chan, 0);
 	if (!c->cq)
 		goto fail_errno;
 	c->armed = true;
 	if (ibv_req_notify_cq(c->cq, 0))
 		goto fail_errno;
-	memset(&qa, 0, sizeof(qa));
 	qa.send_cq = qa.recv_cq = c->cq;
-	qa.qp_type = IBV_QPT_RC;
-	qa.cap.max_send_wr = c->nsend + credits * c->dev->max_chunks + 4;
-	qa.cap.max_recv_wr = c->nrecv;
 	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
 	qa.cap.max_inline_data = c->inline_max;
 	c->qp = ibv_create_qp(c->dev->pd, &qa);
@@ -137,7 +156,7 @@ int exs_conn_create(int fd, int type, const char *devname, bool iwarp,
 		goto fail_errno;
 	if (cfg->busy_poll) {
 		c->busy_poll = true;
-		exs_g.nbusypoll++;
+		EXS_COUNT(exs_g.nbusypoll, 1);
 		exs_progress_wake();
 	}
 	*ret_conn = c;
@@ -156,11 +175,11 @@ void exs_conn_destroy(struct exs_conn *c)
 	if (!c)
 		return;
 	if (c->link == EXS_LINK_PROBING)
-		exs_g.nprobing--;
+		EXS_COUNT(exs_g.nprobing, -1);
 	if (c->busy_poll)
-		exs_g.nbusypoll--;
+		EXS_COUNT(exs_g.nbusypoll, -1);
 	if (c->cq && !c->armed)
-		exs_g.ndisarmed--;
+		EXS_COUNT(exs_g.ndisarmed, -1);
 	for (i = 0; i < c->alloc && c->rop && c->sop; i++) {
 		if (c->rop[i].tmp_mr)
 			ibv_dereg_mr(c->rop[i].tmp_mr);
@@ -171,12 +190,12 @@ void exs_conn_destroy(struct exs_conn *c)
 		ibv_destroy_qp(c->qp);
 	if (c->cq)
 		ibv_destroy_cq(c->cq);
-	if (c->msg_mr)
-		ibv_dereg_mr(c->msg_mr);
-	if (c->sp_mr)
-		ibv_dereg_mr(c->sp_mr);
-	free(c->sp_buf);
-	free(c->msg);
+	if (c->mem_mr)
+		ibv_dereg_mr(c->mem_mr);
+	free(c->mem);
+	free(c->pool);
+	free(c->pool_len);
+	free(c->rfifo);
 	free(c->ctl_free);
 	free(c->ctl_op);
 	free(c->held);
@@ -192,9 +211,9 @@ void exs_conn_destroy(struct exs_conn *c)
 static int post_recv(struct exs_conn *c, uint32_t i)
 {
 	struct ibv_sge sge = {
-		.addr = (uintptr_t)&c->msg[i],
-		.length = sizeof(c->msg[i]),
-		.lkey = c->msg_mr->lkey,
+		.addr = (uintptr_t)(c->rbuf + (size_t)i * c->rsz),
+		.length = c->rsz,
+		.lkey = c->mem_mr->lkey,
 	};
 	struct ibv_recv_wr wr = { .wr_id = WR_ID(WR_RECV, i), .sg_list = &sge, .num_sge = 1 };
 
@@ -239,14 +258,24 @@ static int post_send(struct exs_conn *c, struct ibv_send_wr *wr)
 	return ret;
 }
 
+/* The eager credits owed to the peer, which every message carries. */
+static uint16_t take_owed(struct exs_conn *c)
+{
+	uint16_t n = c->owed > UINT16_MAX ? UINT16_MAX : (uint16_t)c->owed;
+
+	c->owed -= n;
+	return n;
+}
+
 /* SEND the control message in send slot i. */
 static int post_slot(struct exs_conn *c, uint32_t i)
 {
-	struct exs_wire_msg *m = &c->msg[ctl_slot_msg(c, i)];
+	struct exs_wire_msg *m = &c->msg[i];
 	struct ibv_sge sge;
 	struct ibv_send_wr wr;
 
-	sge = (struct ibv_sge){ .addr = (uintptr_t)m, .length = sizeof(*m), .lkey = c->msg_mr->lkey };
+	m->credits = take_owed(c);
+	sge = (struct ibv_sge){ .addr = (uintptr_t)m, .length = sizeof(*m), .lkey = c->mem_mr->lkey };
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = WR_ID(WR_CTL, i);
 	wr.sg_list = &sge;
@@ -270,7 +299,7 @@ static int post_ctl(struct exs_conn *c, struct exs_wire_msg t, int32_t op)
 	if (!c->nctl_free)
 		return -ENOBUFS;
 	i = c->ctl_free[--c->nctl_free];
-	m = &c->msg[ctl_slot_msg(c, i)];
+	m = &c->msg[i];
 	*m = t;
 	m->version = EXS_WIRE_VERSION;
 	c->ctl_op[i] = op;
@@ -310,30 +339,6 @@ static int on_hello(struct exs_conn *c)
 	return 0;
 }
 
-/* §7.2: SEQPACKET small packets go through registered library buffers,
- * one receive and one send buffer per credit. Without the memory (or the
- * pinning: RLIMIT_MEMLOCK) the connection does without them. */
-static void sp_setup(struct exs_conn *c, uint32_t sp_max)
-{
-	size_t n = (size_t)2 * c->alloc * sp_max;
-
-	if (!sp_max || !c->seq || !(c->sp_buf = malloc(n)))
-		return;
-	c->sp_mr = ibv_reg_mr(c->dev->pd, c->sp_buf, n,
-			      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-	if (!c->sp_mr) {
-		free(c->sp_buf);
-		c->sp_buf = NULL;
-		return;
-	}
-	c->sp_max = sp_max;
-}
-
-static char *sp_slot(const struct exs_conn *c, bool send, uint32_t i)
-{
-	return c->sp_buf + ((size_t)(send ? c->alloc : 0) + i) * c->sp_max;
-}
-
 /* exsd says the CM exchange is over, with the negotiated credits (which
  * never exceed what this side allocated) and small-packet size. The active
  * iWARP side sends its HELLO now: the passive side waits for it before it
@@ -344,7 +349,12 @@ int exs_conn_establish(struct exs_conn *c, uint32_t credits, uint32_t sp_max, bo
 	if (credits == 0 || credits > c->alloc || sp_max > EXS_MAX_SP_MAX)
 		return -EPROTO;
 	c->credits = credits;
-	sp_setup(c, sp_max);
+	/* §7.2: small messages when both offered them (the peer's offer may
+	 * be below ours, never above: exsd takes the minimum) */
+	if (c->sp_cap && sp_max) {
+		c->sp_max = sp_max < c->sp_cap ? sp_max : c->sp_cap;
+		c->ecredits = credits;
+	}
 	if (c->iwarp && active)
 		return post_ctl_type(c, EXS_WIRE_HELLO);
 	return 0;
@@ -364,8 +374,6 @@ static void op_complete(struct exs_conn *c, struct exs_op *op, int err, size_t l
 	ev.exs_evt_union.exs_evt_xfer.exs_evt_mhandle = op->user_mh;
 	ev.exs_evt_union.exs_evt_xfer.exs_evt_length = len;
 	ev.exs_evt_union.exs_evt_xfer.exs_evt_amount_lost = lost;
-	if (!is_send && len && op->lbuf != op->buf)
-		memcpy(op->buf, op->lbuf, len); /* a small packet */
 	if (op->tmp_mr)
 		ibv_dereg_mr(op->tmp_mr);
 	if (op->mreg && op->mreg->refs)
@@ -399,6 +407,8 @@ void exs_conn_fail_all(struct exs_conn *c, int err)
 
 	c->sf_count = 0;
 	c->ad_count = 0;
+	c->rf_count = 0;
+	c->pool_count = 0;
 	for (i = 0; i < c->alloc; i++) {
 		if (c->sop[i].kind)
 			op_complete(c, &c->sop[i], err, 0, 0);
@@ -446,111 +456,36 @@ static void maybe_fin(struct exs_conn *c)
 		set_tx(c, EXS_TX_FIN_SENT);
 }
 
-/*
- * Pair pending sends with the peer's adverts, oldest first. SEQPACKET: one
- * send fills one advert and the rest is reported lost. STREAM: a send
- * spills over as many adverts as it needs and loses nothing.
- */
-static void match(struct exs_conn *c)
+/* Give the peer back its eager credits when no other message will carry
+ * them soon: once half of them are owed. */
+static void maybe_credit(struct exs_conn *c)
 {
-	while (c->sf_count && c->ad_count && c->link != EXS_LINK_RESET &&
-	       !(c->ads[c->ad_head].flags & ADV_HELD)) {
-		uint32_t oi = c->sfifo[c->sf_head];
-		struct exs_op *op = &c->sop[oi];
-		struct exs_wire_msg *ad = &c->ads[c->ad_head];
-		size_t left = op->len - op->done;
-		uint32_t n = left < ad->len ? (uint32_t)left : ad->len;
-		bool last = c->seq || op->done + n == op->len;
-		/* the receiver learns the length from the IMM write's byte_len, so
-		 * a piece above max_msg_sz (several writes) goes in DONE mode */
-		bool imm = !c->iwarp && (!c->seq || n == op->len) && n <= c->dev->max_msg_sz;
-		uint32_t off = 0, chunk;
-		int ret = 0;
+	uint32_t half = c->credits / 2 ? c->credits / 2 : 1;
 
-		do {
-			struct ibv_sge sge;
-			struct ibv_send_wr wr;
-
-			chunk = n - off < c->dev->max_msg_sz ? n - off : c->dev->max_msg_sz;
-			sge = (struct ibv_sge){ .addr = (uintptr_t)op->lbuf + op->done + off,
-						.length = chunk, .lkey = op->lkey };
-			memset(&wr, 0, sizeof(wr));
-			wr.wr_id = WR_ID(WR_WRITE, oi);
-			wr.sg_list = &sge;
-			wr.num_sge = 1;
-			wr.wr.rdma.remote_addr = ad->addr + off;
-			wr.wr.rdma.rkey = ad->rkey;
-			if (imm && off + chunk == n) {
-				wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-				wr.imm_data = htonl(ad->slot);
-				wr.send_flags = last ? IBV_SEND_SIGNALED : 0;
-			} else {
-				wr.opcode = IBV_WR_RDMA_WRITE;
-			}
-			if (chunk <= c->inline_max)
-				wr.send_flags |= IBV_SEND_INLINE;
-			ret = post_send(c, &wr);
-			off += chunk;
-		} while (!ret && off < n);
-		if (!ret && !imm)
-			ret = post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_DONE,
-				.slot = ad->slot, .len = n, .lost = c->seq ? op->len - n : 0 },
-				last ? (int32_t)oi : -1);
-		op->done += n;
-		if (!c->seq && (ad->flags & EXS_WIRE_ADV_WAITALL) && n < ad->len) {
-			/* MSG_WAITALL: the advert stays first in line for what the
-			 * next send brings, so the stream keeps its order; the
-			 * peer's MORE releases it (one piece in flight per advert
-			 * keeps its receive queue within 2C + spare) */
-			ad->addr += n;
-			ad->len -= n;
-			ad->flags |= ADV_HELD;
-		} else {
-			c->ad_head = (c->ad_head + 1) % c->alloc;
-			c->ad_count--;
-		}
-		if (last) {
-			c->sf_head = (c->sf_head + 1) % c->alloc;
-			c->sf_count--;
-		}
-		if (ret) {
-			exs_conn_break(c, ECONNRESET);
-			return;
-		}
-	}
+	if (c->owed < half || c->link == EXS_LINK_RESET)
+		return;
+	if (post_ctl_type(c, EXS_WIRE_CREDIT))
+		exs_conn_break(c, ECONNRESET);
 }
 
-static int credits_in_use(uint32_t alloc, uint32_t nfree)
-{
-	return (int)(alloc - nfree);
-}
-
-/* Make the operation's buffer usable by the device and take the
- * references it holds until it completes. op->mreg is the caller's
- * registration, NULL for an unregistered buffer, which is sent inline
- * (§7.3), copied through the small-packet buffer of slot `i` (§7.2), or
- * else registered for this call alone. */
-static int op_start(struct exs_conn *c, struct exs_op *op, uint32_t i)
+/* Make an operation's buffer usable by the device: its registration, or
+ * for an unregistered one, inline (a send the device copies when it is
+ * posted, §7.3) or a registration for this call alone. */
+static int op_mem(struct exs_conn *c, struct exs_op *op)
 {
 	bool send = op->kind == EXS_EVT_SEND;
 
-	op->lbuf = op->buf;
+	if (op->has_mem)
+		return 0;
 	if (op->mreg) {
 		struct ibv_mr *mr = exs_mreg_mr(op->mreg, c->dev);
 
 		if (!mr)
 			return -(errno ? errno : ENOMEM);
-		op->mreg->refs++;
 		op->lkey = mr->lkey;
 		op->rkey = mr->rkey;
 	} else if (send && op->len <= c->inline_max) {
-		op->lkey = 0; /* the device copies it when the write is posted */
-	} else if (op->len <= c->sp_max) {
-		op->lbuf = sp_slot(c, send, i);
-		if (send)
-			memcpy(op->lbuf, op->buf, op->len);
-		op->lkey = c->sp_mr->lkey;
-		op->rkey = c->sp_mr->rkey;
+		op->lkey = 0;
 	} else {
 		op->tmp_mr = ibv_reg_mr(c->dev->pd, op->buf, op->len,
 					send ? 0 : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
@@ -559,6 +494,31 @@ static int op_start(struct exs_conn *c, struct exs_op *op, uint32_t i)
 		op->lkey = op->tmp_mr->lkey;
 		op->rkey = op->tmp_mr->rkey;
 	}
+	op->has_mem = true;
+	return 0;
+}
+
+/* A small message (§7.2) needs no memory of the device's: the library
+ * copies it, into its eager buffers (send) or out of its receive buffers
+ * (receive), unless the receive is advertised after all (RTS). */
+static bool small(const struct exs_conn *c, const struct exs_op *op)
+{
+	return c->sp_max && op->len <= c->sp_max;
+}
+
+/* Take the references an operation holds until it completes, and its
+ * memory unless it is a small message. */
+static int op_start(struct exs_conn *c, struct exs_op *op)
+{
+	int ret;
+
+	op->lbuf = op->buf;
+	if (op->mreg || !small(c, op)) {
+		if ((ret = op_mem(c, op)))
+			return ret;
+	}
+	if (op->mreg)
+		op->mreg->refs++;
 	if (op->q)
 		exs_queue_ref(op->q);
 	return 0;
@@ -571,9 +531,210 @@ static void op_unstart(struct exs_op *op)
 		exs_queue_unref(op->q);
 	if (op->tmp_mr)
 		ibv_dereg_mr(op->tmp_mr);
-	else if (op->mreg && op->mreg->refs)
+	if (op->mreg && op->mreg->refs)
 		op->mreg->refs--;
 	memset(op, 0, sizeof(*op));
+}
+
+/* Place the first pending send (or the next piece of it) in the first
+ * advert: RDMA WRITE_WITH_IMM, or WRITE + DONE. 0, or -errno from the
+ * post (the connection is then broken). */
+static int place(struct exs_conn *c)
+{
+	uint32_t oi = c->sfifo[c->sf_head];
+	struct exs_op *op = &c->sop[oi];
+	struct exs_wire_msg *ad = &c->ads[c->ad_head];
+	size_t left = op->len - op->done;
+	uint32_t n = left < ad->len ? (uint32_t)left : ad->len;
+	bool last = c->seq || op->done + n == op->len;
+	/* the receiver learns the length from the IMM write's byte_len, so
+	 * a piece above max_msg_sz (several writes) goes in DONE mode */
+	bool imm = !c->iwarp && (!c->seq || n == op->len) && n <= c->dev->max_msg_sz;
+	uint32_t off = 0, chunk;
+	int ret = 0;
+
+	if ((ret = op_mem(c, op)))
+		return ret;
+	do {
+		struct ibv_sge sge;
+		struct ibv_send_wr wr;
+
+		chunk = n - off < c->dev->max_msg_sz ? n - off : c->dev->max_msg_sz;
+		sge = (struct ibv_sge){ .addr = (uintptr_t)op->lbuf + op->done + off,
+					.length = chunk, .lkey = op->lkey };
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = WR_ID(WR_WRITE, oi);
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.wr.rdma.remote_addr = ad->addr + off;
+		wr.wr.rdma.rkey = ad->rkey;
+		if (imm && off + chunk == n) {
+			wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+			wr.imm_data = htonl(ad->slot);
+			wr.send_flags = last ? IBV_SEND_SIGNALED : 0;
+		} else {
+			wr.opcode = IBV_WR_RDMA_WRITE;
+		}
+		if (chunk <= c->inline_max)
+			wr.send_flags |= IBV_SEND_INLINE;
+		ret = post_send(c, &wr);
+		off += chunk;
+	} while (!ret && off < n);
+	if (!ret && !imm)
+		ret = post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_DONE,
+			.slot = ad->slot, .len = n, .lost = c->seq ? (uint32_t)(op->len - n) : 0 },
+			last ? (int32_t)oi : -1);
+	op->done += n;
+	if (!c->seq && (ad->flags & EXS_WIRE_ADV_WAITALL) && n < ad->len) {
+		/* MSG_WAITALL: the advert stays first in line for what the
+		 * next send brings, so the stream keeps its order; the
+		 * peer's MORE releases it (one piece in flight per advert
+		 * keeps its receive queue within 2C + spare) */
+		ad->addr += n;
+		ad->len -= n;
+		ad->flags |= ADV_HELD;
+	} else {
+		c->ad_head = (c->ad_head + 1) % c->alloc;
+		c->ad_count--;
+	}
+	if (last) {
+		c->sf_head = (c->sf_head + 1) % c->alloc;
+		c->sf_count--;
+		c->tx_msn++;
+	}
+	return ret;
+}
+
+/* SEND the first pending send as an EAGER message (§7.2), copied into its
+ * eager buffer. Inline, the data is the device's once posted, so the send
+ * completes now; otherwise when the SEND does. */
+static int send_eager(struct exs_conn *c)
+{
+	uint32_t oi = c->sfifo[c->sf_head];
+	struct exs_op *op = &c->sop[oi];
+	char *b = c->ebuf + (size_t)oi * c->esz;
+	struct exs_wire_eager h = { .version = EXS_WIRE_VERSION, .type = EXS_WIRE_EAGER,
+				    .seq = c->tx_msn };
+	uint32_t len = (uint32_t)(sizeof(h) + op->len);
+	bool in = len <= c->inline_max;
+	struct ibv_sge sge = { .addr = (uintptr_t)b, .length = len, .lkey = c->mem_mr->lkey };
+	struct ibv_send_wr wr;
+	int ret;
+
+	h.credits = take_owed(c);
+	memcpy(b, &h, sizeof(h));
+	memcpy(b + sizeof(h), op->buf, op->len);
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = WR_ID(WR_EAGER, in ? UINT32_MAX : oi);
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED | (in ? IBV_SEND_INLINE : 0);
+	if ((ret = post_send(c, &wr)))
+		return ret;
+	c->ecredits--;
+	c->eager_sq++;
+	c->tx_msn++;
+	c->sf_head = (c->sf_head + 1) % c->alloc;
+	c->sf_count--;
+	if (in)
+		op_complete(c, op, 0, op->len, 0);
+	return 0;
+}
+
+/* SEQPACKET: the k-th message fills the k-th receive. Adverts numbered
+ * below the next message are stale (EAGER filled them). */
+static void drop_stale_adverts(struct exs_conn *c)
+{
+	while (c->ad_count && (int32_t)(c->ads[c->ad_head].seq - c->tx_msn) < 0) {
+		c->ad_head = (c->ad_head + 1) % c->alloc;
+		c->ad_count--;
+	}
+}
+
+/* SEQPACKET: the first pending send goes EAGER if small, into its own
+ * receive's advert if that is here, or else asks for that advert (RTS).
+ * 1 to go on, 0 to wait, -errno when a post failed. */
+static int send_one_seq(struct exs_conn *c)
+{
+	struct exs_op *op = &c->sop[c->sfifo[c->sf_head]];
+
+	drop_stale_adverts(c);
+	if (small(c, op) && !op->mreg) {
+		if (!c->ecredits || c->eager_sq >= c->alloc || c->await_hello)
+			return 0;
+		return send_eager(c) ?: 1;
+	}
+	if (c->ad_count && c->ads[c->ad_head].seq == c->tx_msn)
+		return place(c) ?: 1;
+	if (small(c, op)) { /* registered: either way will do */
+		if (!c->ecredits || c->eager_sq >= c->alloc || c->await_hello)
+			return 0;
+		return send_eager(c) ?: 1;
+	}
+	if (!op->rts && c->sp_max) {
+		op->rts = true;
+		return post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_RTS, .seq = c->tx_msn },
+				-1);
+	}
+	return 0;
+}
+
+/*
+ * Send what can go, oldest first. SEQPACKET: one send fills one receive
+ * and the rest is reported lost. STREAM: a send spills over as many
+ * adverts as it needs and loses nothing.
+ */
+static void match(struct exs_conn *c)
+{
+	int ret = 0;
+
+	if (c->seq)
+		drop_stale_adverts(c);
+	while (c->sf_count && c->link != EXS_LINK_RESET) {
+		if (c->seq) {
+			if ((ret = send_one_seq(c)) <= 0)
+				break;
+		} else {
+			if (!c->ad_count || (c->ads[c->ad_head].flags & ADV_HELD))
+				break;
+			if ((ret = place(c)))
+				break;
+		}
+	}
+	if (ret < 0)
+		exs_conn_break(c, ECONNRESET);
+}
+
+static int credits_in_use(uint32_t alloc, uint32_t nfree)
+{
+	return (int)(alloc - nfree);
+}
+
+/* Tell the peer where receive `op` (in slot `slot`) wants its data. */
+static int advertise(struct exs_conn *c, struct exs_op *op, uint32_t slot)
+{
+	int ret = op_mem(c, op);
+
+	if (ret)
+		return ret;
+	op->advertised = true;
+	return post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_ADVERT, .slot = (uint16_t)slot,
+			.addr = (uintptr_t)op->lbuf, .rkey = op->rkey, .len = (uint32_t)op->len,
+			.seq = op->seq,
+			.flags = (!c->seq && (op->flags & MSG_WAITALL)) ? EXS_WIRE_ADV_WAITALL : 0 },
+			-1);
+}
+
+/* A small message for the first waiting receive, from the wire or from
+ * the pool: copied into its buffer (SEQPACKET: the excess is lost). */
+static void deliver_small(struct exs_conn *c, struct exs_op *op, const char *data, uint32_t len)
+{
+	size_t n = len < op->len ? len : op->len;
+
+	memcpy(op->buf, data, n);
+	c->owed++;
+	op_complete(c, op, 0, n, len - n);
 }
 
 int exs_conn_recv(struct exs_conn *c, const struct exs_op *t)
@@ -590,28 +751,48 @@ int exs_conn_recv(struct exs_conn *c, const struct exs_op *t)
 	op = &c->rop[slot];
 	*op = *t;
 	op->kind = EXS_EVT_RECV;
-	if ((ret = op_start(c, op, slot))) {
+	if ((ret = op_start(c, op))) {
 		memset(op, 0, sizeof(*op));
 		return ret;
 	}
 	c->nrfree--;
+	if (c->seq) {
+		op->seq = c->rx_rsn++;
+		if (c->pool_count) {
+			/* its message came first (§7.2) */
+			uint32_t i = c->pool_head;
+
+			c->pool_head = (c->pool_head + 1) % c->alloc;
+			c->pool_count--;
+			deliver_small(c, op, c->pool + (size_t)i * c->sp_cap, c->pool_len[i]);
+			maybe_credit(c);
+			return 0;
+		}
+	}
 	if (c->rx != EXS_RX_OPEN) {
 		/* after the peer's FIN, or our SHUT_RD, every receive is an EOF
 		 * (guide §5.2, §4.5) */
 		op_complete(c, op, 0, 0, 0);
 		return 0;
 	}
-	ret = post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_ADVERT, .slot = slot,
-			.addr = (uintptr_t)op->lbuf, .rkey = op->rkey, .len = (uint32_t)op->len,
-			.flags = (!c->seq && (op->flags & MSG_WAITALL)) ? EXS_WIRE_ADV_WAITALL : 0 },
-		       -1);
+	if (c->seq)
+		c->rfifo[(c->rf_head + c->rf_count++) % c->alloc] = slot;
+	if (small(c, op) && !(c->rts_pending && c->rts_seq == op->seq))
+		return 0; /* quiet: the peer sends it EAGER, or an RTS */
+	c->rts_pending = false;
+	ret = advertise(c, op, slot);
 	if (ret) {
+		if (c->seq) {
+			c->rf_count--;
+			c->rx_rsn--;
+		}
 		op_unstart(op);
 		c->rfree[c->nrfree++] = slot;
-		if (ret == -ENOBUFS)
-			return ret;
-		exs_conn_break(c, ECONNRESET); /* the QP is dead */
-		return -ECONNRESET;
+		if (ret != -ENOBUFS && ret != -ENOMEM && ret != -EFAULT) {
+			exs_conn_break(c, ECONNRESET); /* the QP is dead */
+			return -ECONNRESET;
+		}
+		return ret;
 	}
 	return 0;
 }
@@ -632,7 +813,7 @@ int exs_conn_send(struct exs_conn *c, const struct exs_op *t)
 	oi = c->sfree[c->nsfree - 1];
 	c->sop[oi] = *t;
 	c->sop[oi].kind = EXS_EVT_SEND;
-	if ((ret = op_start(c, &c->sop[oi], oi))) {
+	if ((ret = op_start(c, &c->sop[oi]))) {
 		memset(&c->sop[oi], 0, sizeof(c->sop[oi]));
 		return ret;
 	}
@@ -688,6 +869,17 @@ static void complete_slot(struct exs_conn *c, uint32_t slot, size_t len, size_t 
 		return;
 	}
 	op = &c->rop[slot];
+	if (c->seq) {
+		/* the k-th message fills the k-th receive */
+		if (!c->rf_count || c->rfifo[c->rf_head] != slot || !op->advertised) {
+			proto_error(c, "data out of order (slot, waiting receives)", slot,
+				    c->rf_count);
+			return;
+		}
+		c->rf_head = (c->rf_head + 1) % c->alloc;
+		c->rf_count--;
+		c->rx_msn++;
+	}
 	op->done += len;
 	if (!c->seq && (op->flags & MSG_WAITALL) && op->done < op->len) {
 		if (post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_MORE, .slot = slot }, -1))
@@ -703,6 +895,7 @@ static void end_receives(struct exs_conn *c)
 {
 	uint32_t i;
 
+	c->rf_count = 0;
 	for (i = 0; i < c->alloc; i++)
 		if (c->rop[i].kind)
 			op_complete(c, &c->rop[i], 0, c->rop[i].done, 0);
@@ -719,6 +912,8 @@ void exs_conn_shut_rd(struct exs_conn *c)
 		return;
 	}
 	set_rx(c, EXS_RX_SHUT);
+	c->owed += c->pool_count; /* what came before the shut is dropped */
+	c->pool_count = 0;
 	if (post_ctl_type(c, EXS_WIRE_RDSHUT))
 		exs_conn_break(c, ECONNRESET);
 }
@@ -769,14 +964,98 @@ static void peer_shut_rd(struct exs_conn *c)
 		exs_conn_break(c, ECONNRESET);
 }
 
+/* Eager credits the peer gives back, carried by any message: false (and
+ * the connection broken) if more than it ever had. */
+static bool got_credits(struct exs_conn *c, uint32_t n)
+{
+	if (!n)
+		return true;
+	if (!c->sp_max || c->ecredits + n > c->credits) {
+		proto_error(c, "credits beyond the eager messages sent (credits, returned)",
+			    c->ecredits, n);
+		return false;
+	}
+	c->ecredits += n;
+	match(c);
+	return true;
+}
+
+/* The peer has a message too long for EAGER for receive `seq`, the next
+ * one: advertise that receive, whatever its size, now or when posted. */
+static void on_rts(struct exs_conn *c, uint32_t seq)
+{
+	struct exs_op *op;
+	uint32_t slot;
+	int ret;
+
+	if (!c->sp_cap || seq != c->rx_msn || c->rts_pending) {
+		proto_error(c, "RTS out of order (seq, next message)", seq, c->rx_msn);
+		return;
+	}
+	if (c->rx != EXS_RX_OPEN)
+		return; /* shut: its RDSHUT is on the way */
+	if (!c->rf_count) {
+		c->rts_pending = true;
+		c->rts_seq = seq;
+		return;
+	}
+	slot = c->rfifo[c->rf_head];
+	op = &c->rop[slot];
+	if (op->advertised)
+		return; /* the advert is on its way */
+	if ((ret = advertise(c, op, slot))) {
+		if (EXS_DEBUG_ON())
+			exs_debug("fd %d: cannot advertise a receive: %s", c->fd, strerror(-ret));
+		exs_conn_break(c, ECONNRESET);
+	}
+}
+
+/* An EAGER message (proto/exs_wire.h part 3): into the first waiting
+ * receive, or the pool until there is one. Sends nothing: the caller
+ * reposts the buffer first. */
+static void on_eager(struct exs_conn *c, const char *p, uint32_t n)
+{
+	struct exs_wire_eager h;
+	uint32_t len = n - (uint32_t)sizeof(h);
+
+	memcpy(&h, p, sizeof(h));
+	if (h.version != EXS_WIRE_VERSION || c->await_hello || !c->sp_cap || len > c->sp_cap ||
+	    h.seq != c->rx_msn) {
+		proto_error(c, "EAGER out of place (seq, length)", h.seq, len);
+		return;
+	}
+	c->rx_msn++;
+	if (c->rx != EXS_RX_OPEN) {
+		c->owed++; /* shut: dropped */
+	} else if (c->rf_count) {
+		struct exs_op *op = &c->rop[c->rfifo[c->rf_head]];
+
+		c->rf_head = (c->rf_head + 1) % c->alloc;
+		c->rf_count--;
+		deliver_small(c, op, p + sizeof(h), len);
+	} else if (c->pool_count < c->alloc) {
+		uint32_t i = (c->pool_head + c->pool_count++) % c->alloc;
+
+		memcpy(c->pool + (size_t)i * c->sp_cap, p + sizeof(h), len);
+		c->pool_len[i] = len;
+	} else {
+		proto_error(c, "EAGER beyond the credits (messages held, length)", c->pool_count,
+			    len);
+	}
+}
+
 static void on_message(struct exs_conn *c, const struct exs_wire_msg *m)
 {
 	if (m->version != EXS_WIRE_VERSION || c->await_hello != (m->type == EXS_WIRE_HELLO)) {
 		proto_error(c, "version, or HELLO out of place (version, type)", m->version, m->type);
 		return;
 	}
+	if (!got_credits(c, m->credits))
+		return;
 	switch (m->type) {
 	case EXS_WIRE_ADVERT:
+		if (c->seq)
+			drop_stale_adverts(c);
 		if (c->ad_count == c->alloc || !m->len || (m->flags & ADV_HELD)) {
 			proto_error(c, "advert beyond the credits, empty or held (adverts, length)",
 				    c->ad_count, m->len);
@@ -832,6 +1111,12 @@ static void on_message(struct exs_conn *c, const struct exs_wire_msg *m)
 	case EXS_WIRE_HELLO:
 		if (on_hello(c))
 			exs_conn_break(c, ECONNRESET);
+		match(c); /* EAGER messages waited for it too */
+		break;
+	case EXS_WIRE_RTS:
+		on_rts(c, m->seq);
+		break;
+	case EXS_WIRE_CREDIT:
 		break;
 	default:
 		proto_error(c, "unknown message type (type, 0)", m->type, 0);
@@ -848,16 +1133,21 @@ static void on_wc(struct exs_conn *c, const struct ibv_wc *wc)
 {
 	uint32_t kind = (uint32_t)(wc->wr_id >> 32), i = (uint32_t)wc->wr_id;
 	struct exs_wire_msg m;
+	uint16_t credits;
+	bool eager;
+	char *p;
 
 	if (wc->status != IBV_WC_SUCCESS) {
 		if (EXS_DEBUG_ON() && c->link != EXS_LINK_RESET)
 			exs_debug("fd %d completion error: %s (wr kind %u, opcode %d, vendor %#x)",
 				  c->fd, ibv_wc_status_str(wc->status), kind, wc->opcode,
 				  wc->vendor_err);
+		if (kind == WR_EAGER)
+			c->eager_sq--;
 		if (kind == WR_CTL && i < c->nsend) {
 			c->ctl_free[c->nctl_free++] = i;
-			if (c->msg[ctl_slot_msg(c, i)].type == EXS_WIRE_FIN ||
-			    c->msg[ctl_slot_msg(c, i)].type == EXS_WIRE_ABORT)
+			if (c->msg[i].type == EXS_WIRE_FIN ||
+			    c->msg[i].type == EXS_WIRE_ABORT)
 				fin_completed(c);
 		}
 		exs_conn_break(c, ECONNRESET);
@@ -869,18 +1159,34 @@ static void on_wc(struct exs_conn *c, const struct ibv_wc *wc)
 			break;
 		/* Repost before acting on it: what we send in answer lets the peer
 		 * send again, and iWARP has no RNR retry to cover an empty queue. */
-		m = c->msg[i];
+		p = c->rbuf + (size_t)i * c->rsz;
+		eager = wc->opcode == IBV_WC_RECV && wc->byte_len >= sizeof(struct exs_wire_eager) &&
+			wc->byte_len <= c->rsz && p[1] == EXS_WIRE_EAGER;
+		if (eager) {
+			memcpy(&credits, p + 2, sizeof(credits));
+			on_eager(c, p, wc->byte_len);
+		} else {
+			memcpy(&m, p, sizeof(m));
+		}
 		if (post_recv(c, i)) {
 			exs_conn_break(c, ECONNRESET);
 			break;
 		}
-		if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM)
+		if (eager)
+			got_credits(c, credits);
+		else if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM)
 			complete_slot(c, ntohl(wc->imm_data), wc->byte_len, 0);
 		else if (wc->byte_len == sizeof(m))
 			on_message(c, &m);
 		else
 			proto_error(c, "message of the wrong size (bytes, opcode)", wc->byte_len,
 				    wc->opcode);
+		break;
+	case WR_EAGER:
+		c->eager_sq--;
+		if (i < c->alloc && c->sop[i].kind == EXS_EVT_SEND)
+			op_complete(c, &c->sop[i], 0, c->sop[i].len, 0);
+		match(c);
 		break;
 	case WR_WRITE:
 		if (i < c->alloc && c->sop[i].kind == EXS_EVT_SEND)
@@ -890,7 +1196,7 @@ static void on_wc(struct exs_conn *c, const struct ibv_wc *wc)
 		if (i >= c->nsend)
 			break;
 		c->ctl_free[c->nctl_free++] = i;
-		m = c->msg[ctl_slot_msg(c, i)];
+		m = c->msg[i];
 		if (m.type == EXS_WIRE_DONE && c->ctl_op[i] >= 0 &&
 		    c->sop[c->ctl_op[i]].kind == EXS_EVT_SEND)
 			op_complete(c, &c->sop[c->ctl_op[i]], 0, c->sop[c->ctl_op[i]].len, 0);
@@ -908,7 +1214,7 @@ void exs_conn_arm(struct exs_conn *c)
 		return;
 	ibv_req_notify_cq(c->cq, 0);
 	c->armed = true;
-	exs_g.ndisarmed--;
+	EXS_COUNT(exs_g.ndisarmed, -1);
 }
 
 /* The CQ raised its event: it stays quiet until exs_conn_arm. */
@@ -917,7 +1223,7 @@ void exs_conn_disarmed(struct exs_conn *c)
 	if (!c->armed)
 		return;
 	c->armed = false;
-	exs_g.ndisarmed++;
+	EXS_COUNT(exs_g.ndisarmed, 1);
 }
 
 /* Drain the CQ. */
@@ -929,6 +1235,7 @@ void exs_conn_progress(struct exs_conn *c)
 	while ((n = ibv_poll_cq(c->cq, 16, wc)) > 0)
 		for (i = 0; i < n; i++)
 			on_wc(c, &wc[i]);
+	maybe_credit(c);
 	maybe_fin(c);
 }
 

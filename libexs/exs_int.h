@@ -20,6 +20,9 @@
 #ifndef EXS_INT_H
 #define EXS_INT_H
 
+/* a counter the progress thread reads without exs_g.lock */
+#define EXS_COUNT(x, n) ((void)__atomic_add_fetch(&(x), (n), __ATOMIC_RELAXED))
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -173,8 +176,12 @@ struct exs_op {
 	exs_mhandle_t user_mh;
 	struct exs_mreg *mreg;  /* explicit registration (ref held) */
 	struct ibv_mr *tmp_mr;  /* implicit registration of this call */
-	char *lbuf; /* what the device reads or writes: buf, or a small-packet buffer */
+	char *lbuf; /* what the device reads or writes */
 	uint32_t lkey, rkey;
+	bool has_mem; /* lkey/rkey are set (a quiet receive gets them on RTS) */
+	bool advertised; /* receive: its ADVERT went out */
+	bool rts; /* send: its RTS went out */
+	uint32_t seq; /* SEQPACKET receive: its number (proto/exs_wire.h part 3) */
 };
 
 /* The send direction: what may still go to the peer. */
@@ -209,18 +216,18 @@ struct exs_conn {
 	bool iwarp;
 	bool busy_poll; /* EXS_FD_BUSYPOLL: the progress thread polls its CQ */
 	uint32_t inline_max; /* §7.3: sends up to this many bytes go inline */
-	uint32_t sp_max; /* §7.2: negotiated small-packet size; 0 none */
-	char *sp_buf; /* SEQPACKET small packets: alloc receive then alloc send buffers */
-	struct ibv_mr *sp_mr;
 	enum exs_tx_state tx;
 	enum exs_rx_state rx;
 	enum exs_link_state link;
 	uint32_t alloc;	  /* resources sized for this many credits */
 	uint32_t credits; /* negotiated */
-	/* control messages: [0, nrecv) receive slots, then send slots */
+	/* one registered block: nrecv receive buffers of rsz bytes, nsend
+	 * control message send slots, alloc eager send buffers of esz bytes */
+	char *mem;
+	struct ibv_mr *mem_mr;
+	char *rbuf, *ebuf;
 	struct exs_wire_msg *msg;
-	struct ibv_mr *msg_mr;
-	uint32_t nrecv, nsend;
+	uint32_t nrecv, nsend, rsz, esz;
 	uint32_t *ctl_free;
 	uint32_t nctl_free;
 	int32_t *ctl_op; /* send slot -> send op it completes, or -1 */
@@ -240,6 +247,22 @@ struct exs_conn {
 	uint32_t sf_head, sf_count;
 	struct exs_wire_msg *ads;
 	uint32_t ad_head, ad_count;
+	/* §7.2 small messages, SOCK_SEQPACKET (proto/exs_wire.h part 3) */
+	uint32_t sp_cap;  /* the largest our buffers take (what we offered) */
+	uint32_t sp_max;  /* negotiated; 0: none */
+	uint32_t tx_msn;  /* messages sent or placed */
+	uint32_t rx_rsn;  /* receives posted */
+	uint32_t rx_msn;  /* messages arrived */
+	uint32_t *rfifo;  /* posted receives still without data, oldest first */
+	uint32_t rf_head, rf_count;
+	char *pool;	  /* messages that came before their receive */
+	uint32_t *pool_len;
+	uint32_t pool_head, pool_count;
+	bool rts_pending; /* the peer's RTS for receive rts_seq, not posted yet */
+	uint32_t rts_seq;
+	uint32_t ecredits; /* EAGER messages the peer has room for */
+	uint32_t owed;	   /* eager credits to give back */
+	uint32_t eager_sq; /* EAGER SENDs posted, completion not seen */
 	bool armed; /* its CQ will raise an event on the next completion */
 	uint64_t probe_deadline_ms;
 	uint64_t bytes_sent, bytes_rcvd, sends, recvs, errors; /* for exsctl */
@@ -247,6 +270,7 @@ struct exs_conn {
 /* what a socket asks of its connection */
 struct exs_conn_cfg {
 	uint32_t credits;
+	uint32_t sp_max; /* SOCK_SEQPACKET small messages offered (§7.2) */
 	int64_t inline_max; /* <0: the device's largest */
 	bool busy_poll;
 };
@@ -409,6 +433,8 @@ struct exs_global {
 	 * re-armed by a waiter before it sleeps, or by the progress thread
 	 * within EXS_REARM_US when nobody polls */
 	unsigned spinners, ndisarmed;
+	/* nclosing, nprobing, nbusypoll and ndisarmed are read without the
+	 * lock by the progress thread: change them only through EXS_COUNT */
 	int comp_cpu; /* EXS_F_SETCOMPTHREADCPU; INT_MAX: not pinned */
 	bool ctl_lost; /* the channel dropped: the progress thread tells broker.c */
 	pthread_t thread;

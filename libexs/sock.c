@@ -27,9 +27,9 @@ void exs_sock_set_state(struct exs_sock *s, enum exs_sock_state st)
 	if (EXS_DEBUG_ON() && s->state != st)
 		exs_debug("fd %d: %s -> %s", s->fd, state_names[s->state], state_names[st]);
 	if (st == EXS_S_CLOSING && s->state != EXS_S_CLOSING)
-		exs_g.nclosing++;
+		EXS_COUNT(exs_g.nclosing, 1);
 	else if (s->state == EXS_S_CLOSING && st != EXS_S_CLOSING)
-		exs_g.nclosing--;
+		EXS_COUNT(exs_g.nclosing, -1);
 	s->state = st;
 	pthread_cond_broadcast(&exs_g.cond);
 }
@@ -135,7 +135,7 @@ void exs_sock_free(struct exs_sock *s)
 	uint32_t i;
 
 	if (s->state == EXS_S_CLOSING)
-		exs_g.nclosing--;
+		EXS_COUNT(exs_g.nclosing, -1);
 	exs_conn_destroy(s->conn);
 	for (i = 0; i < s->req_count; i++)
 		exs_ctl__msg__free_unpacked(s->reqs[(s->req_head + i) % s->backlog], NULL);

@@ -10,6 +10,11 @@
  *      MORE (MSG_WAITALL on streams); RDSHUT and RDSHUT_ACK (exs_shutdown
  *      SHUT_RD); PING and PONG (is the peer alive after a CM
  *      disconnect?); HELLO (on iWARP the active side sends first, MPA).
+ *   3  (2026-11-23) SOCK_SEQPACKET small messages without an advert round
+ *      trip: EAGER (data in a SEND, into the receiver's posted receive
+ *      buffers), RTS, CREDIT; every message carries returned eager
+ *      credits; ADVERT carries its receive's number (seq). Message layout
+ *      changed (slot 16 bits, lost 32 bits).
  *
  * 1. Setup, carried by exsd in rdmacm private data (all fields big-endian).
  *    The active side's exsd sends a request in rdma_connect(); the passive
@@ -64,16 +69,38 @@
  *    Credits: both sides use the negotiated `credits` C for both
  *    directions. Each side keeps 2C + EXS_WIRE_SPARE receives posted
  *    (at most one unanswered advert or MORE per peer receive, one IMM/DONE
- *    per own advert, and HELLO, FIN, ABORT, RDSHUT, RDSHUT_ACK, PING, PONG).
+ *    per own advert, and HELLO, FIN, ABORT, RDSHUT, RDSHUT_ACK, PING, PONG,
+ *    RTS and two CREDITs), plus C more when small messages are on (below).
+ *
+ * 3. Small messages (SOCK_SEQPACKET with a negotiated sp_max S > 0, guide
+ *    §7.2). Messages and receives are numbered from 0 on each side; the
+ *    k-th message fills the k-th receive. A message of at most S bytes
+ *    (and at most EXS_WIRE_EAGER_MAX) goes as EAGER: one SEND of struct exs_wire_eager {seq = k} followed by
+ *    the data, inline when it fits, into whatever receive buffer the peer
+ *    has posted (every receive buffer holds 8 + S bytes). It costs one
+ *    eager credit; the sender starts with C. The receiver copies the data
+ *    into receive k if that is posted, else keeps it (at most C messages)
+ *    until receive k is, and returns the credit in the `credits` field of
+ *    its next message of any type (EAGER or exs_wire_msg), or in a CREDIT
+ *    once C/2 (at least 1) are owed. A receive of at most S bytes is not
+ *    advertised; a longer one is, with ADVERT.seq = its number. A message
+ *    longer than S needs the ADVERT of its receive: when it is first in
+ *    line and that advert has not come, the sender SENDs RTS {seq = k}
+ *    (once) and the receiver advertises receive k, however small, now or
+ *    when it is posted. The sender drops adverts numbered below its next
+ *    message (their receives were filled by EAGER). An EAGER send's
+ *    completion is reported when the SEND is posted inline (the data is
+ *    the device's then), else when it completes.
  */
 #ifndef EXS_WIRE_H
 #define EXS_WIRE_H
 
 #include <stdint.h>
 
-#define EXS_WIRE_VERSION 2
+#define EXS_WIRE_VERSION 3
 #define EXS_WIRE_MAGIC 0x4558 /* "EX" */
-#define EXS_WIRE_SPARE 7
+#define EXS_WIRE_SPARE 10
+#define EXS_WIRE_EAGER_MAX 4096 /* the most data an EAGER carries, whatever sp_max says */
 
 /* 1. setup (CM private data) */
 struct exs_wire_setup {
@@ -106,22 +133,36 @@ enum exs_wire_type {
 	EXS_WIRE_PING = 8,
 	EXS_WIRE_PONG = 9,
 	EXS_WIRE_HELLO = 10,
+	EXS_WIRE_EAGER = 11, /* struct exs_wire_eager + data */
+	EXS_WIRE_RTS = 12,
+	EXS_WIRE_CREDIT = 13,
 };
 #define EXS_WIRE_ADV_WAITALL 0x1 /* exs_wire_msg.flags of an ADVERT */
 
 struct exs_wire_msg {
 	uint8_t version;
 	uint8_t type;
+	uint16_t credits; /* eager credits returned (any type) */
 	uint16_t flags;
-	uint32_t slot;
-	uint64_t addr;   /* ADVERT */
-	uint32_t rkey;   /* ADVERT */
-	uint32_t len;    /* ADVERT: buffer size; DONE: bytes placed */
-	uint64_t lost;   /* DONE: bytes of the send that did not fit */
+	uint16_t slot;    /* ADVERT, DONE, MORE: the receive operation */
+	uint64_t addr;    /* ADVERT */
+	uint32_t rkey;    /* ADVERT */
+	uint32_t len;     /* ADVERT: buffer size; DONE: bytes placed */
+	uint32_t lost;    /* DONE: bytes of the send that did not fit */
+	uint32_t seq;     /* ADVERT, RTS: the receive's (message's) number */
+};
+
+/* 3. small messages: the header of an EAGER SEND; the data follows */
+struct exs_wire_eager {
+	uint8_t version;
+	uint8_t type; /* EXS_WIRE_EAGER: same place as exs_wire_msg.type */
+	uint16_t credits;
+	uint32_t seq;
 };
 
 _Static_assert(sizeof(struct exs_wire_setup) == 24, "setup is 24 bytes");
 _Static_assert(sizeof(struct exs_wire_reject) == 8, "reject is 8 bytes");
 _Static_assert(sizeof(struct exs_wire_msg) == 32, "wire message is 32 bytes");
+_Static_assert(sizeof(struct exs_wire_eager) == 8, "eager header is 8 bytes");
 
 #endif
