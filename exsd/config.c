@@ -62,6 +62,7 @@ void config_defaults(struct exsd_config *c)
 	c->port_lo = 49152; /* IANA's dynamic range, as Linux TCP uses by default */
 	c->port_hi = 65535;
 	c->credits = EXSD_DEFAULT_CREDITS;
+	c->sp_max = EXSD_DEFAULT_SP_MAX;
 	c->busy_poll_us = 1000;
 	c->inline_max = 4096; /* libexs lowers it to what the device takes */
 	c->max_clients = EXSD_MAX_CLIENTS;

@@ -26,6 +26,7 @@
 #define EXSD_CONNECT_MS 30000
 #define EXSD_MAX_CREDITS 1024
 #define EXSD_DEFAULT_CREDITS 32	/* libexs's own default (EXS_DEFAULT_CREDITS) */
+#define EXSD_DEFAULT_SP_MAX 256	/* libexs's own default (EXS_DEFAULT_SP_MAX) */
 #ifndef EXSD_DEFAULT_CONFIG
 #define EXSD_DEFAULT_CONFIG "/etc/exs.conf" /* CMake sets SYSCONFDIR/exs.conf */
 #endif

@@ -15,7 +15,8 @@ struct exs_global exs_g = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.ctl_fd = -1,
 	.epfd = -1,
-	.defaults = { .credits = EXS_DEFAULT_CREDITS, .inline_max = EXS_MAX_INLINE,
+	.defaults = { .credits = EXS_DEFAULT_CREDITS, .sp_max = EXS_DEFAULT_SP_MAX,
+		      .inline_max = EXS_MAX_INLINE,
 		      .busy_poll_us = EXS_SPIN_MAX_US },
 	.comp_cpu = INT_MAX,
 };

@@ -932,11 +932,11 @@ static void tuning(void)
 	int a, b, v, dev_max;
 
 	/* §7.2 small packets: the setting, its bounds, the negotiated minimum */
-	report(exs_fcntl(fd, EXS_F_GETSPMAXSIZE) == 0, "7.2", "small-packet size defaults to 0");
+	report(exs_fcntl(fd, EXS_F_GETSPMAXSIZE) == 256, "7.2", "small-packet size defaults to 256");
 	expect_err("7.2", "EXS_F_SETSPMAXSIZE -1", exs_fcntl(fd, EXS_F_SETSPMAXSIZE, -1), EINVAL);
 	expect_err("7.2", "EXS_F_SETSPMAXSIZE above 65536", exs_fcntl(fd, EXS_F_SETSPMAXSIZE, 65537),
 		   EINVAL);
-	report(exs_fcntl(fd, EXS_F_SETSPMAXSIZE, 256) == 0 && exs_fcntl(fd, EXS_F_GETSPMAXSIZE) == 256,
+	report(exs_fcntl(fd, EXS_F_SETSPMAXSIZE, 300) == 256 && exs_fcntl(fd, EXS_F_GETSPMAXSIZE) == 300,
 	       "7.2", "EXS_F_SETSPMAXSIZE returns the old value; GET reads the new one");
 	sp_a = 256, sp_b = 128, tune = tune_sp;
 	if (make_pair(SOCK_SEQPACKET, 0, 0, &a, &b)) {
@@ -966,6 +966,22 @@ static void tuning(void)
 		exs_blocking_close(b);
 	} else {
 		report(false, "7.2", "connection with small packets");
+	}
+	/* one side offering 0 turns small packets off: every message then
+	 * waits for its receive's advertisement */
+	sp_a = 0, sp_b = 256;
+	if (make_pair(SOCK_SEQPACKET, 0, 0, &a, &b)) {
+		report(exs_fcntl(a, EXS_F_GETSPMAXSIZE) == 0 && exs_fcntl(b, EXS_F_GETSPMAXSIZE) == 0,
+		       "7.2", "an offer of 0 turns small packets off at both ends (got %d, %d)",
+		       exs_fcntl(a, EXS_F_GETSPMAXSIZE), exs_fcntl(b, EXS_F_GETSPMAXSIZE));
+		report(exchange(a, b, mixed, 5, 20, 70000, false), "7.2",
+		       "without small packets: small and large messages in order, checked");
+		report(exchange_early(a, b, small, 5, 24, 128), "7.2",
+		       "without small packets: sends before their receives wait for them, checked");
+		exs_blocking_close(a);
+		exs_blocking_close(b);
+	} else {
+		report(false, "7.2", "connection without small packets");
 	}
 	tune = NULL;
 
