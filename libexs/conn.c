@@ -408,7 +408,12 @@ void exs_conn_fail_all(struct exs_conn *c, int err)
 	c->sf_count = 0;
 	c->ad_count = 0;
 	c->rf_count = 0;
-	c->pool_count = 0;
+	/* small messages that came before the peer's FIN are its data: they
+	 * wait in the pool for the receives that come after the break, and
+	 * the EOF follows them. A reset before the FIN loses them, as TCP's
+	 * does (ECONNRESET). */
+	if (c->rx != EXS_RX_EOF)
+		c->pool_count = 0;
 	for (i = 0; i < c->alloc; i++) {
 		if (c->sop[i].kind)
 			op_complete(c, &c->sop[i], err, 0, 0);

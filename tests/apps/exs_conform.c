@@ -925,6 +925,44 @@ static bool exchange_early(int a, int b, const size_t *sizes, int nsizes, int n,
 	return ok;
 }
 
+/* `a` sends n small messages and closes before `b` posts a receive; `b`
+ * posts its receives only after exsd has told it the connection ended
+ * (a second is ample in the guest). Every message must still be read,
+ * in order, then an EOF: data sent before a graceful close is never lost,
+ * even when it came eagerly, ahead of its receive. */
+static bool read_after_close(int a, int b, int n)
+{
+	static char sbuf[16][64], rbuf[16][64];
+	exs_qhandle_t qs = exs_qcreate(64), qr = exs_qcreate(64);
+	bool ok = qs != EXS_QHANDLE_INVALID && qr != EXS_QHANDLE_INVALID && n < 16;
+	exs_event_t ev;
+	int i;
+
+	for (i = 0; ok && i < n; i++) {
+		fill(sbuf[i], 48, (unsigned)i + 3);
+		ok = exs_send(a, sbuf[i], 48, 0, qs, NULL, UNREG) == 0;
+	}
+	for (i = 0; ok && i < n; i++)
+		ok = next_event(qs, WAIT_S * 1000).exs_evt_type == EXS_EVT_SEND;
+	ok = ok && exs_blocking_close(a) == 0;
+	usleep(1000 * 1000);
+	for (i = 0; ok && i <= n; i++) {
+		memset(rbuf[i], 0, sizeof(rbuf[i]));
+		ok = exs_recv(b, rbuf[i], sizeof(rbuf[i]), 0, qr, (void *)(intptr_t)i, UNREG) == 0;
+		if (!ok)
+			printf("  (receive %d refused: %s)\n", i, strerror(errno));
+		ev = ok ? next_event(qr, WAIT_S * 1000) : (exs_event_t){ 0 };
+		ok = ok && ev.exs_evt_type == EXS_EVT_RECV && !ev.exs_evt_errno &&
+		     (i < n ? ev_len(&ev) == 48 && same(rbuf[i], 48, (unsigned)i + 3) : ev_len(&ev) == 0);
+		if (!ok)
+			printf("  (receive %d of %d: type %d errno %d len %zu)\n", i, n, ev.exs_evt_type,
+			       ev.exs_evt_errno, ev_len(&ev));
+	}
+	exs_qdelete(qs);
+	exs_qdelete(qr);
+	return ok;
+}
+
 static void tuning(void)
 {
 	static const size_t small[] = { 1, 7, 64, 100, 128 }, mixed[] = { 3, 128, 4000, 90, 70000 };
@@ -962,7 +1000,14 @@ static void tuning(void)
 		       "small and large messages sent before their receives (large: RTS), checked");
 		report(exchange_early(a, b, mixed, 5, 20, 100), "7.2",
 		       "the same into 100 B receives: the rest of each reported lost");
+		exs_blocking_close(b);
 		exs_blocking_close(a);
+	} else {
+		report(false, "7.2", "connection with small packets");
+	}
+	if (make_pair(SOCK_SEQPACKET, 0, 0, &a, &b)) {
+		report(read_after_close(a, b, 8), "7.2",
+		       "8 small packets sent, then close: all read after the close reached the peer, then EOF");
 		exs_blocking_close(b);
 	} else {
 		report(false, "7.2", "connection with small packets");
