@@ -167,6 +167,7 @@ static int new_conn(struct exs_sock *s, const char *dev, bool iwarp)
 	struct exs_conn_cfg cfg = {
 		.credits = s->cfg_credits,
 		.sp_max = s->cfg_sp_max,
+		.stream_buf = s->cfg_stream_buf,
 		.inline_max = s->cfg_inline,
 		.busy_poll = s->fd_flags & EXS_FD_BUSYPOLL,
 	};
@@ -347,6 +348,7 @@ static void established(struct exs_sock *s, ExsCtl__Established *e)
 {
 	int ret = s->conn && e->setup ?
 			  exs_conn_establish(s->conn, e->setup->credits, e->setup->sp_max,
+					     e->setup->stream_buf,
 					     s->state == EXS_S_CONNECTING) : -EPROTO;
 
 	if (ret) {

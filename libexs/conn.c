@@ -92,9 +92,14 @@ int exs_conn_create(int fd, int type, const char *devname, bool iwarp,
 	c->nrecv = 2 * credits + EXS_WIRE_SPARE;
 	c->nsend = 3 * credits + EXS_WIRE_SPARE; /* adverts, DONEs, MOREs */
 	c->rsz = c->esz = sizeof(struct exs_wire_msg);
-	if (c->seq && cfg->sp_max) {
-		/* §7.2: room for C messages that come before their receives */
+	/* §7.2 (SEQPACKET) and §7.6 (STREAM): room for C eager messages that
+	 * come before their receives; a chunk of the stream buffer is what
+	 * both sides offered, up to what one EAGER carries */
+	if (c->seq && cfg->sp_max)
 		c->sp_cap = cfg->sp_max > EXS_WIRE_EAGER_MAX ? EXS_WIRE_EAGER_MAX : cfg->sp_max;
+	else if (!c->seq && cfg->stream_buf)
+		c->sp_cap = cfg->stream_buf > EXS_WIRE_EAGER_MAX ? EXS_WIRE_EAGER_MAX : cfg->stream_buf;
+	if (c->sp_cap) {
 		c->nrecv += credits;
 		c->esz = (uint32_t)sizeof(struct exs_wire_eager) + c->sp_cap;
 		if (c->esz > c->rsz)
@@ -344,15 +349,22 @@ static int on_hello(struct exs_conn *c)
  * iWARP side sends its HELLO now: the passive side waits for it before it
  * sends anything (and may have had it already: the peer can be quicker
  * than exsd's word, so "active" is the caller's to say, not await_hello's). */
-int exs_conn_establish(struct exs_conn *c, uint32_t credits, uint32_t sp_max, bool active)
+int exs_conn_establish(struct exs_conn *c, uint32_t credits, uint32_t sp_max, uint32_t stream_buf,
+		       bool active)
 {
 	if (credits == 0 || credits > c->alloc || sp_max > EXS_MAX_SP_MAX)
 		return -EPROTO;
 	c->credits = credits;
 	/* §7.2: small messages when both offered them (the peer's offer may
 	 * be below ours, never above: exsd takes the minimum) */
-	if (c->sp_cap && sp_max) {
+	if (c->seq && c->sp_cap && sp_max) {
 		c->sp_max = sp_max < c->sp_cap ? sp_max : c->sp_cap;
+		c->ecredits = credits;
+	}
+	/* §7.6: the stream buffer, likewise (the same rule on both sides
+	 * gives the same chunk, which fits both sides' receive buffers) */
+	if (!c->seq && c->sp_cap && stream_buf) {
+		c->sb_chunk = stream_buf < c->sp_cap ? stream_buf : c->sp_cap;
 		c->ecredits = credits;
 	}
 	if (c->iwarp && active)
@@ -647,6 +659,51 @@ static int send_eager(struct exs_conn *c)
 	return 0;
 }
 
+/* STREAM with a stream buffer (§7.6): SEND the next chunk of the first
+ * pending send as an EAGER message into the peer's buffer, copied into the
+ * next eager send buffer of the ring (free again: the peer returned its
+ * credit, so the device is done with it). The send completes when its
+ * last byte is copied. */
+static int send_chunk(struct exs_conn *c)
+{
+	uint32_t oi = c->sfifo[c->sf_head];
+	struct exs_op *op = &c->sop[oi];
+	char *b = c->ebuf + (size_t)(c->e_next % c->alloc) * c->esz;
+	size_t left = op->len - op->done;
+	uint32_t n = left < c->sb_chunk ? (uint32_t)left : c->sb_chunk;
+	struct exs_wire_eager h = { .version = EXS_WIRE_VERSION, .type = EXS_WIRE_EAGER,
+				    .seq = c->e_tx };
+	uint32_t len = (uint32_t)sizeof(h) + n;
+	struct ibv_sge sge = { .addr = (uintptr_t)b, .length = len, .lkey = c->mem_mr->lkey };
+	struct ibv_send_wr wr;
+	int ret;
+
+	h.credits = take_owed(c);
+	memcpy(b, &h, sizeof(h));
+	memcpy(b + sizeof(h), (const char *)op->buf + op->done, n);
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = WR_ID(WR_EAGER, UINT32_MAX);
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED | (len <= c->inline_max ? IBV_SEND_INLINE : 0);
+	if ((ret = post_send(c, &wr))) {
+		c->owed += h.credits;
+		return ret;
+	}
+	c->ecredits--;
+	c->eager_sq++;
+	c->e_tx++;
+	c->e_next++;
+	op->done += n;
+	if (op->done == op->len) {
+		c->sf_head = (c->sf_head + 1) % c->alloc;
+		c->sf_count--;
+		op_complete(c, op, 0, op->len, 0);
+	}
+	return 0;
+}
+
 /* SEQPACKET: the k-th message fills the k-th receive. Adverts numbered
  * below the next message are stale (EAGER filled them). */
 static void drop_stale_adverts(struct exs_conn *c)
@@ -700,10 +757,16 @@ static void match(struct exs_conn *c)
 		if (c->seq) {
 			if ((ret = send_one_seq(c)) <= 0)
 				break;
-		} else {
-			if (!c->ad_count || (c->ads[c->ad_head].flags & ADV_HELD))
+		} else if (c->ad_count) {
+			if (c->ads[c->ad_head].flags & ADV_HELD)
 				break;
 			if ((ret = place(c)))
+				break;
+		} else {
+			/* no advert: into the peer's stream buffer, if any */
+			if (!c->sb_chunk || !c->ecredits || c->eager_sq >= c->alloc || c->await_hello)
+				break;
+			if ((ret = send_chunk(c)))
 				break;
 		}
 	}
@@ -724,9 +787,10 @@ static int advertise(struct exs_conn *c, struct exs_op *op, uint32_t slot)
 	if (ret)
 		return ret;
 	op->advertised = true;
+	/* what it still lacks (a STREAM receive may hold buffered data) */
 	return post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_ADVERT, .slot = (uint16_t)slot,
-			.addr = (uintptr_t)op->lbuf, .rkey = op->rkey, .len = (uint32_t)op->len,
-			.seq = op->seq,
+			.addr = (uintptr_t)op->lbuf + op->done, .rkey = op->rkey,
+			.len = (uint32_t)(op->len - op->done), .seq = c->seq ? op->seq : c->e_rx,
 			.flags = (!c->seq && (op->flags & MSG_WAITALL)) ? EXS_WIRE_ADV_WAITALL : 0 },
 			-1);
 }
@@ -740,6 +804,60 @@ static void deliver_small(struct exs_conn *c, struct exs_op *op, const char *dat
 	memcpy(op->buf, data, n);
 	c->owed++;
 	op_complete(c, op, 0, n, len - n);
+}
+
+/* STREAM (§7.6): copy buffered bytes from the pool into `op` after what it
+ * holds, as many as it takes; an emptied pool entry's credit is owed. */
+static void take_pool(struct exs_conn *c, struct exs_op *op)
+{
+	while (c->pool_count && op->done < op->len) {
+		uint32_t i = c->pool_head, avail = c->pool_len[i] - c->pool_off;
+		size_t k = op->len - op->done < avail ? op->len - op->done : avail;
+
+		memcpy((char *)op->buf + op->done, c->pool + (size_t)i * c->sp_cap + c->pool_off, k);
+		op->done += k;
+		c->pool_off += (uint32_t)k;
+		if (c->pool_off == c->pool_len[i]) {
+			c->pool_head = (c->pool_head + 1) % c->alloc;
+			c->pool_count--;
+			c->pool_off = 0;
+			c->owed++;
+		}
+	}
+}
+
+/* STREAM: a receive that is done (not MSG_WAITALL, or full) completes. */
+static bool stream_recv_done(const struct exs_op *op)
+{
+	return op->done && (!(op->flags & MSG_WAITALL) || op->done == op->len);
+}
+
+/* STREAM (§7.6): advertise the waiting receives that have no (good)
+ * advert, oldest first, so that adverts keep the receives' order. Stops,
+ * to go on from the next progress, when control send slots run short. */
+static void advertise_waiting(struct exs_conn *c)
+{
+	uint32_t k;
+
+	for (k = 0; k < c->rf_count; k++) {
+		uint32_t slot = c->rfifo[(c->rf_head + k) % c->alloc];
+		struct exs_op *op = &c->rop[slot];
+		int ret;
+
+		if (op->advertised)
+			continue;
+		if (c->nctl_free < 2) {
+			c->readvertise = true;
+			return;
+		}
+		if ((ret = advertise(c, op, slot))) {
+			if (EXS_DEBUG_ON())
+				exs_debug("fd %d: cannot advertise a receive: %s", c->fd, strerror(-ret));
+			exs_conn_break(c, ECONNRESET);
+			return;
+		}
+	}
+	c->readvertise = false;
 }
 
 int exs_conn_recv(struct exs_conn *c, const struct exs_op *t)
@@ -773,24 +891,37 @@ int exs_conn_recv(struct exs_conn *c, const struct exs_op *t)
 			maybe_credit(c);
 			return 0;
 		}
+	} else if (c->sb_chunk && c->pool_count && !c->rf_count) {
+		/* §7.6: buffered bytes first */
+		take_pool(c, op);
+		maybe_credit(c);
+		if (stream_recv_done(op)) {
+			op_complete(c, op, 0, op->done, 0);
+			return 0;
+		}
 	}
 	if (c->rx != EXS_RX_OPEN) {
 		/* after the peer's FIN, or our SHUT_RD, every receive is an EOF
-		 * (guide §5.2, §4.5) */
-		op_complete(c, op, 0, 0, 0);
+		 * (guide §5.2, §4.5), or what it holds */
+		op_complete(c, op, 0, op->done, 0);
 		return 0;
 	}
-	if (c->seq)
+	if (c->seq || c->sb_chunk)
 		c->rfifo[(c->rf_head + c->rf_count++) % c->alloc] = slot;
+	if (c->sb_chunk) {
+		/* after the older ones, whose adverts may be due again */
+		advertise_waiting(c); /* a failure there fails `op` by its event */
+		return 0;
+	}
 	if (small(c, op) && !(c->rts_pending && c->rts_seq == op->seq))
 		return 0; /* quiet: the peer sends it EAGER, or an RTS */
 	c->rts_pending = false;
 	ret = advertise(c, op, slot);
 	if (ret) {
-		if (c->seq) {
-			c->rf_count--;
+		if (c->seq)
 			c->rx_rsn--;
-		}
+		if (c->seq || c->sb_chunk)
+			c->rf_count--;
 		op_unstart(op);
 		c->rfree[c->nrfree++] = slot;
 		if (ret != -ENOBUFS && ret != -ENOMEM && ret != -EFAULT) {
@@ -885,11 +1016,21 @@ static void complete_slot(struct exs_conn *c, uint32_t slot, size_t len, size_t 
 		c->rf_count--;
 		c->rx_msn++;
 	}
+	if (!c->seq && c->sb_chunk && (!c->rf_count || c->rfifo[c->rf_head] != slot ||
+					!op->advertised)) {
+		/* the peer wrote into a receive whose advert was stale */
+		proto_error(c, "stream data out of order (slot, waiting receives)", slot, c->rf_count);
+		return;
+	}
 	op->done += len;
 	if (!c->seq && (op->flags & MSG_WAITALL) && op->done < op->len) {
 		if (post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_MORE, .slot = slot }, -1))
 			exs_conn_break(c, ECONNRESET);
 		return;
+	}
+	if (!c->seq && c->sb_chunk) {
+		c->rf_head = (c->rf_head + 1) % c->alloc;
+		c->rf_count--;
 	}
 	op_complete(c, op, 0, op->done, lost);
 }
@@ -919,6 +1060,7 @@ void exs_conn_shut_rd(struct exs_conn *c)
 	set_rx(c, EXS_RX_SHUT);
 	c->owed += c->pool_count; /* what came before the shut is dropped */
 	c->pool_count = 0;
+	c->pool_off = 0;
 	if (post_ctl_type(c, EXS_WIRE_RDSHUT))
 		exs_conn_break(c, ECONNRESET);
 }
@@ -975,7 +1117,7 @@ static bool got_credits(struct exs_conn *c, uint32_t n)
 {
 	if (!n)
 		return true;
-	if (!c->sp_max || c->ecredits + n > c->credits) {
+	if ((!c->sp_max && !c->sb_chunk) || c->ecredits + n > c->credits) {
 		proto_error(c, "credits beyond the eager messages sent (credits, returned)",
 			    c->ecredits, n);
 		return false;
@@ -1015,6 +1157,55 @@ static void on_rts(struct exs_conn *c, uint32_t seq)
 	}
 }
 
+/* STREAM (§7.6, proto/exs_wire.h part 4): an EAGER chunk. The peer had no
+ * advert when it sent it, so every waiting receive's advert is stale: the
+ * chunk fills the waiting receives in order, the rest waits in the pool,
+ * and receives still waiting are advertised again for what they lack. */
+static void on_chunk(struct exs_conn *c, const struct exs_wire_eager *h, const char *d, uint32_t len)
+{
+	uint32_t used = 0, k;
+
+	if (h->version != EXS_WIRE_VERSION || c->await_hello || !c->sb_chunk || len > c->sb_chunk ||
+	    !len || h->seq != c->e_rx) {
+		proto_error(c, "stream chunk out of place (seq, length)", h->seq, len);
+		return;
+	}
+	c->e_rx++;
+	if (c->rx != EXS_RX_OPEN) {
+		c->owed++; /* shut: dropped */
+		return;
+	}
+	for (k = 0; k < c->rf_count; k++)
+		c->rop[c->rfifo[(c->rf_head + k) % c->alloc]].advertised = false;
+	while (used < len && c->rf_count) {
+		struct exs_op *op = &c->rop[c->rfifo[c->rf_head]];
+		size_t n = op->len - op->done < len - used ? op->len - op->done : len - used;
+
+		memcpy((char *)op->buf + op->done, d + used, n);
+		op->done += n;
+		used += (uint32_t)n;
+		if (!stream_recv_done(op))
+			break;
+		c->rf_head = (c->rf_head + 1) % c->alloc;
+		c->rf_count--;
+		op_complete(c, op, 0, op->done, 0);
+	}
+	if (used == len) {
+		c->owed++;
+	} else if (c->pool_count < c->alloc) {
+		uint32_t i = (c->pool_head + c->pool_count++) % c->alloc;
+
+		memcpy(c->pool + (size_t)i * c->sp_cap, d + used, len - used);
+		c->pool_len[i] = len - used;
+	} else {
+		proto_error(c, "stream chunk beyond the credits (chunks held, length)", c->pool_count, len);
+		return;
+	}
+	/* once this batch of completions is taken (exs_conn_progress) */
+	if (c->rf_count)
+		c->readvertise = true;
+}
+
 /* An EAGER message (proto/exs_wire.h part 3): into the first waiting
  * receive, or the pool until there is one. Sends nothing: the caller
  * reposts the buffer first. */
@@ -1024,6 +1215,10 @@ static void on_eager(struct exs_conn *c, const char *p, uint32_t n)
 	uint32_t len = n - (uint32_t)sizeof(h);
 
 	memcpy(&h, p, sizeof(h));
+	if (!c->seq) {
+		on_chunk(c, &h, p + sizeof(h), len);
+		return;
+	}
 	if (h.version != EXS_WIRE_VERSION || c->await_hello || !c->sp_cap || len > c->sp_cap ||
 	    h.seq != c->rx_msn) {
 		proto_error(c, "EAGER out of place (seq, length)", h.seq, len);
@@ -1061,6 +1256,11 @@ static void on_message(struct exs_conn *c, const struct exs_wire_msg *m)
 	case EXS_WIRE_ADVERT:
 		if (c->seq)
 			drop_stale_adverts(c);
+		/* STREAM: an advert made before our last chunk arrived there is
+		 * stale (that chunk went into its receive); we only send chunks
+		 * while we hold no advert, so one that is queued stays good */
+		if (c->sb_chunk && m->seq != c->e_tx)
+			break;
 		if (c->ad_count == c->alloc || !m->len || (m->flags & ADV_HELD)) {
 			proto_error(c, "advert beyond the credits, empty or held (adverts, length)",
 				    c->ad_count, m->len);
@@ -1240,11 +1440,19 @@ void exs_conn_progress(struct exs_conn *c)
 	while ((n = ibv_poll_cq(c->cq, 16, wc)) > 0)
 		for (i = 0; i < n; i++)
 			on_wc(c, &wc[i]);
+	if (c->readvertise && c->link != EXS_LINK_RESET)
+		advertise_waiting(c);
 	maybe_credit(c);
 	maybe_fin(c);
 }
 
 /* ---- what the socket layer reads */
+
+/* §7.6: the stream buffer really obtained, in bytes (0: none) */
+uint32_t exs_conn_stream_buf(const struct exs_conn *c)
+{
+	return c->sb_chunk * c->credits;
+}
 
 bool exs_conn_wr_done(const struct exs_conn *c)
 {

@@ -261,6 +261,13 @@ struct exs_conn {
 	uint32_t pool_head, pool_count;
 	bool rts_pending; /* the peer's RTS for receive rts_seq, not posted yet */
 	uint32_t rts_seq;
+	/* §7.6 stream buffer, SOCK_STREAM (proto/exs_wire.h part 4): the
+	 * receive buffers and pool above, filled by EAGER chunks */
+	uint32_t sb_chunk; /* bytes per chunk in effect; 0: no stream buffer */
+	uint32_t pool_off; /* bytes of the first pool entry already read */
+	uint32_t e_tx, e_rx; /* chunks sent, chunks arrived (adverts carry e_rx) */
+	uint32_t e_next;   /* the next eager send buffer, round the ring */
+	bool readvertise;  /* waiting receives lost their adverts to a chunk */
 	uint32_t ecredits; /* EAGER messages the peer has room for */
 	uint32_t owed;	   /* eager credits to give back */
 	uint32_t eager_sq; /* EAGER SENDs posted, completion not seen */
@@ -272,6 +279,7 @@ struct exs_conn {
 struct exs_conn_cfg {
 	uint32_t credits;
 	uint32_t sp_max; /* SOCK_SEQPACKET small messages offered (§7.2) */
+	uint32_t stream_buf; /* SOCK_STREAM buffer offered (§7.6) */
 	int64_t inline_max; /* <0: the device's largest */
 	bool busy_poll;
 };
@@ -280,7 +288,9 @@ int exs_conn_create(int fd, int type, const char *dev, bool iwarp, const struct 
 void exs_conn_destroy(struct exs_conn *c);
 int exs_conn_modify(struct exs_conn *c, const ExsCtl__QpAttr *a);
 void exs_conn_await_hello(struct exs_conn *c);
-int exs_conn_establish(struct exs_conn *c, uint32_t credits, uint32_t sp_max, bool active);
+int exs_conn_establish(struct exs_conn *c, uint32_t credits, uint32_t sp_max, uint32_t stream_buf,
+		       bool active);
+uint32_t exs_conn_stream_buf(const struct exs_conn *c);
 int exs_conn_send(struct exs_conn *c, const struct exs_op *tmpl);
 int exs_conn_recv(struct exs_conn *c, const struct exs_op *tmpl);
 void exs_conn_progress(struct exs_conn *c);

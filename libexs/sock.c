@@ -477,8 +477,8 @@ int exs_sock_fcntl(struct exs_sock *s, int cmd, int arg)
 	case EXS_F_SETCOMPTHREADCPU:
 		return exs_progress_pin(arg);
 	case EXS_F_GETSTREAMBUFSIZE:
-		/* the intermediate buffer is not built yet: a connection has none */
-		return (int)(c ? 0 : s->cfg_stream_buf);
+		/* on a connection: the buffer really obtained (0: none) */
+		return (int)(c ? exs_conn_stream_buf(c) : s->cfg_stream_buf);
 	case EXS_F_SETSTREAMBUFSIZE:
 		old = set_before_connect(s, &s->cfg_stream_buf, arg, 0, EXS_MAX_STREAM_BUF);
 		if (old >= 0 && arg == 0)

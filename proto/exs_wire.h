@@ -14,7 +14,8 @@
  *      trip: EAGER (data in a SEND, into the receiver's posted receive
  *      buffers), RTS, CREDIT; every message carries returned eager
  *      credits; ADVERT carries its receive's number (seq). Message layout
- *      changed (slot 16 bits, lost 32 bits).
+ *      changed (slot 16 bits, lost 32 bits). SOCK_STREAM's stream buffer
+ *      (part 4): EAGER chunks; ADVERT.seq is the chunks received.
  *
  * 1. Setup, carried by exsd in rdmacm private data (all fields big-endian).
  *    The active side's exsd sends a request in rdma_connect(); the passive
@@ -91,6 +92,25 @@
  *    message (their receives were filled by EAGER). An EAGER send's
  *    completion is reported when the SEND is posted inline (the data is
  *    the device's then), else when it completes.
+ *
+ * 4. The stream buffer (SOCK_STREAM with a negotiated stream_buf B > 0,
+ *    guide §7.6). Chunk size K = min(B, EXS_WIRE_EAGER_MAX) on both sides;
+ *    every receive buffer holds 8 + K bytes, C more are posted, and the
+ *    sender starts with C eager credits, as in part 3. The sender places
+ *    into adverts as in part 2 while it holds one; while it holds none
+ *    (and has a credit) it SENDs the next at most K bytes of its oldest
+ *    send as EAGER {seq = chunks sent before}: the peer's buffer is the
+ *    stream buffer, C chunks of K bytes. ADVERT.seq is the number of
+ *    chunks the receiver had taken when it advertised; the sender drops,
+ *    on arrival, an advert whose seq is not its own chunk count (a chunk
+ *    crossed it). The receiver, on a chunk, takes every waiting receive's
+ *    advert as void, copies the chunk into its waiting receives in order
+ *    (each completes with what it got, unless MSG_WAITALL and not full),
+ *    keeps the rest, and advertises the receives still waiting again,
+ *    oldest first, for what they lack. A new receive takes kept bytes
+ *    first and is advertised only if it still wants data. A chunk's
+ *    credit is returned once its bytes are all read, as in part 3. A send
+ *    completes when its last byte is placed or copied into a chunk.
  */
 #ifndef EXS_WIRE_H
 #define EXS_WIRE_H

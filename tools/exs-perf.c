@@ -23,6 +23,7 @@
  *                unregistered buffers
  *   --inline N   EXS_F_SETINLINEMAXSIZE N (guide 7.3)
  *   --busy-poll  EXS_FD_BUSYPOLL by the guide's 7.5 idiom
+ *   --sbuf N     stream buffer (guide 7.6): EXS_F_SETSTREAMBUFSIZE N
  * The fcntl options go on the socket before connect or listen, on both
  * ends; when the library refuses one (or <exs.h> lacks the name) exs-perf
  * prints "exs-perf: unsupported: ..." and exits 3.
@@ -61,7 +62,7 @@ struct hdr {
 #define HDR_MAGIC 0x45585046u
 
 static int type = SOCK_SEQPACKET, unreg, check, csv, busy_poll;
-static long sp_max = -1, inline_max = -1; /* -1: leave the library's default */
+static long sp_max = -1, inline_max = -1, sbuf = -1; /* -1: leave the library's default */
 static uint64_t blast_bytes = 32 << 20;
 static double min_secs; /* -T: 0 = the count comes from -B alone */
 static int count_opt;
@@ -75,7 +76,7 @@ static void die(const char *what)
 /* The harness tells "this library cannot do that mode" from a failure. */
 static void unsupported(const char *what, int err)
 {
-	fprintf(stderr, "exs-perf: unsupported: %s: %s\n", what, err ? strerror(err) : "not in <exs.h>");
+	fprintf(stderr, "exs-perf: unsupported: %s: %s\n", what, strerror(err));
 	exit(3);
 }
 
@@ -148,48 +149,39 @@ static int parse_list(const char *arg, uint64_t *out, int max)
 
 /* The §7 options, on a socket before connect or listen (an accepted
  * socket inherits them from its listener). */
+static void set_opt(int fd, int cmd, const char *name, int v)
+{
+	if (v >= 0 && exs_fcntl(fd, cmd, v) < 0)
+		unsupported(name, errno);
+}
+
 static void tune(int fd)
 {
-	if (sp_max >= 0 && exs_fcntl(fd, EXS_F_SETSPMAXSIZE, sp_max) < 0)
-		unsupported("EXS_F_SETSPMAXSIZE", errno);
-	if (inline_max >= 0) {
-#ifdef EXS_F_SETINLINEMAXSIZE
-		if (exs_fcntl(fd, EXS_F_SETINLINEMAXSIZE, inline_max) < 0)
-			unsupported("EXS_F_SETINLINEMAXSIZE", errno);
-#else
-		unsupported("EXS_F_SETINLINEMAXSIZE", 0);
-#endif
-	}
+	set_opt(fd, EXS_F_SETSPMAXSIZE, "EXS_F_SETSPMAXSIZE", sp_max);
+	set_opt(fd, EXS_F_SETINLINEMAXSIZE, "EXS_F_SETINLINEMAXSIZE", inline_max);
+	set_opt(fd, EXS_F_SETSTREAMBUFSIZE, "EXS_F_SETSTREAMBUFSIZE", sbuf);
 	if (busy_poll) {
-#ifdef EXS_FD_BUSYPOLL
-		int fl = exs_fcntl(fd, EXS_F_GETFD, 0L);
+		int fl = exs_fcntl(fd, EXS_F_GETFD, 0);
 
 		if (fl < 0 || exs_fcntl(fd, EXS_F_SETFD, fl | EXS_FD_BUSYPOLL) < 0)
 			unsupported("EXS_F_SETFD EXS_FD_BUSYPOLL", errno);
-#else
-		unsupported("EXS_FD_BUSYPOLL", 0);
-#endif
 	}
 }
 
 /* what the connection ended up with, for the raw logs */
 static void show_tuning(int fd)
 {
-	long in = -1;
-
-#ifdef EXS_F_GETINLINEMAXSIZE
-	in = exs_fcntl(fd, EXS_F_GETINLINEMAXSIZE, 0L);
-#endif
-	fprintf(stderr, "exs-perf: connected: sp_max %d, inline_max %ld, fd flags %d\n",
-		exs_fcntl(fd, EXS_F_GETSPMAXSIZE, 0L), in, exs_fcntl(fd, EXS_F_GETFD, 0L));
+	fprintf(stderr, "exs-perf: connected: sp_max %d, inline_max %d, stream buffer %d, fd flags %d\n",
+		exs_fcntl(fd, EXS_F_GETSPMAXSIZE, 0), exs_fcntl(fd, EXS_F_GETINLINEMAXSIZE, 0),
+		exs_fcntl(fd, EXS_F_GETSTREAMBUFSIZE, 0), exs_fcntl(fd, EXS_F_GETFD, 0));
 }
 
 static const char *variant(void)
 {
 	static char v[32];
 
-	snprintf(v, sizeof(v), "%s%s%s", sp_max >= 0 ? "+sp" : "", inline_max >= 0 ? "+inline" : "",
-		 busy_poll ? "+busy" : "");
+	snprintf(v, sizeof(v), "%s%s%s%s", sp_max >= 0 ? "+sp" : "", inline_max >= 0 ? "+inline" : "",
+		 sbuf >= 0 ? "+sbuf" : "", busy_poll ? "+busy" : "");
 	return v[0] ? v + 1 : "default";
 }
 
@@ -267,7 +259,7 @@ static uint64_t blast_recv(int fd, exs_qhandle_t q, const struct hdr *h, struct 
 {
 	uint64_t want = (uint64_t)h->size * h->count, got = 0, errors = 0;
 	uint32_t msg = 0;
-	int posted = 0;
+	int posted = 0; /* receives out: a STREAM one may bring less than its size */
 
 	win_open(w);
 	for (int i = 0; i < (int)h->depth && (uint64_t)posted * h->size < want; i++, posted++)
@@ -283,7 +275,8 @@ static uint64_t blast_recv(int fd, exs_qhandle_t q, const struct hdr *h, struct 
 				errors += B->b[i][k] != (char)pat(msg, k);
 		msg++;
 		got += len;
-		if ((uint64_t)posted * h->size < want) {
+		posted--;
+		if (got + (uint64_t)posted * h->size < want) {
 			if (exs_recv(fd, B->b[i], h->size, 0, q, (void *)(intptr_t)i, B->mh[i]))
 				die("exs_recv");
 			posted++;
@@ -341,16 +334,19 @@ static void pingpong(int fd, exs_qhandle_t q, const struct hdr *h, bool client, 
 {
 	uint32_t n = h->count;
 	int sends_out = 0;
+	/* a STREAM receive waits for the whole message (the stream buffer
+	 * may bring it in several pieces) */
+	int rflags = type == SOCK_STREAM ? MSG_WAITALL : 0;
 
 	/* B->b[0]: out, B->b[1]: in */
 	win_open(w);
-	if (!client && exs_recv(fd, B->b[1], h->size, 0, q, (void *)1, B->mh[1]))
+	if (!client && exs_recv(fd, B->b[1], h->size, rflags, q, (void *)1, B->mh[1]))
 		die("exs_recv");
 	for (uint32_t i = 0; i < n; i++) {
 		double t0 = now();
 
 		if (client) {
-			if (exs_recv(fd, B->b[1], h->size, 0, q, (void *)1, B->mh[1]) ||
+			if (exs_recv(fd, B->b[1], h->size, rflags, q, (void *)1, B->mh[1]) ||
 			    exs_send(fd, B->b[0], h->size, 0, q, (void *)0, B->mh[0]))
 				die("exs_send/exs_recv");
 			wait_one(q);
@@ -360,7 +356,7 @@ static void pingpong(int fd, exs_qhandle_t q, const struct hdr *h, bool client, 
 			/* the next ping may come before the last echo's completion */
 			while (wait_one(q).exs_evt_type != EXS_EVT_RECV)
 				sends_out--;
-			if (i + 1 < n && exs_recv(fd, B->b[1], h->size, 0, q, (void *)1, B->mh[1]))
+			if (i + 1 < n && exs_recv(fd, B->b[1], h->size, rflags, q, (void *)1, B->mh[1]))
 				die("exs_recv");
 			if (exs_send(fd, B->b[0], h->size, 0, q, (void *)0, B->mh[0]))
 				die("exs_send");
@@ -422,6 +418,7 @@ static void usage(FILE *f)
 	      "  --sp N       small packets (guide 7.2), unregistered buffers\n"
 	      "  --inline N   EXS_F_SETINLINEMAXSIZE N (guide 7.3)\n"
 	      "  --busy-poll  EXS_FD_BUSYPOLL (guide 7.5)\n"
+	      "  --sbuf N     EXS_F_SETSTREAMBUFSIZE N (guide 7.6; with -t stream)\n"
 	      "  -h, --help   this text;  --version  print the version\n", f);
 }
 
@@ -514,6 +511,7 @@ int main(int argc, char **argv)
 		{ "sp", required_argument, NULL, 'S' },
 		{ "inline", required_argument, NULL, 'I' },
 		{ "busy-poll", no_argument, NULL, 'P' },
+		{ "sbuf", required_argument, NULL, 'F' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -542,6 +540,7 @@ int main(int argc, char **argv)
 		case 'S': sp_max = atol(optarg); unreg = 1; break;
 		case 'I': inline_max = atol(optarg); break;
 		case 'P': busy_poll = 1; break;
+		case 'F': sbuf = atol(optarg); break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("exs-perf (EXS) %s\n", EXS_VERSION_STRING); return 0;
 		default: goto usage_error; /* getopt said what */
@@ -556,7 +555,7 @@ int main(int argc, char **argv)
 	bad = !mode ? "unknown mode (blast, pingpong or connect)"
 	      : optind + 2 < argc ? "too many arguments"
 	      : nsizes < 1 ? "bad -s SIZES" : ndepths < 1 ? "bad -d DEPTHS"
-	      : sp_max < -1 || inline_max < -1 ? "bad --sp or --inline"
+	      : sp_max < -1 || inline_max < -1 || sbuf < -1 ? "bad --sp, --inline or --sbuf"
 	      : min_secs < 0 ? "bad -T SECONDS" : !blast_bytes ? "bad -B BYTES" : NULL;
 	client = optind + 1 < argc;
 	sa.sin_port = htons((uint16_t)port);

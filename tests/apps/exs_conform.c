@@ -821,7 +821,7 @@ static void on_alarm(int sig)
 
 /* ---- §7: tuning */
 
-static int sp_a, sp_b, inl_a, inl_b, fdflags_a;
+static int sp_a, sp_b, inl_a, inl_b, fdflags_a, sb_a, sb_b;
 
 static int tune_sp(int fd, bool active)
 {
@@ -963,6 +963,88 @@ static bool read_after_close(int a, int b, int n)
 	return ok;
 }
 
+static int tune_sb(int fd, bool active)
+{
+	return exs_fcntl(fd, EXS_F_SETSTREAMBUFSIZE, active ? sb_a : sb_b) < 0;
+}
+
+/* STREAM: `total` bytes from `a` in sends of `sizes` (all started before
+ * `b` posts a receive when `early`, else a few at a time), read by `b` in
+ * receives of `rlen` (MSG_WAITALL when `waitall`) until all have come:
+ * the stream arrives whole and in order, every byte checked */
+static bool stream_flow(int a, int b, const size_t *sizes, int nsizes, size_t total, size_t rlen,
+			bool waitall, bool early)
+{
+	static char sbuf[1 << 18], rbuf[1 << 18];
+	static size_t slen[2048];
+	static unsigned char pat_[1 << 18];
+	exs_qhandle_t qs = exs_qcreate(256), qr = exs_qcreate(256);
+	bool ok = qs != EXS_QHANDLE_INVALID && qr != EXS_QHANDLE_INVALID && total <= sizeof(sbuf) &&
+		  rlen * 4 <= sizeof(rbuf);
+	size_t sent = 0, got = 0, k;
+	int ns = 0, nsent = 0, sends_done = 0, recvs_out = 0, i;
+	char *rb[4];
+
+	for (k = 0; k < total; k++)
+		pat_[k] = sbuf[k] = (char)(k * 7 + k / 251);
+	for (i = 0; i < 4; i++)
+		rb[i] = rbuf + (size_t)i * rlen;
+	/* the sends, cut from the one buffer */
+	for (; sent < total && ns < 2048; ns++) {
+		slen[ns] = sizes[ns % nsizes] < total - sent ? sizes[ns % nsizes] : total - sent;
+		sent += slen[ns];
+	}
+	ok = ok && sent == total;
+	sent = 0;
+	while (ok && early && nsent < ns && nsent < 24) {
+		ok = exs_send(a, sbuf + sent, slen[nsent], 0, qs, NULL, UNREG) == 0;
+		sent += slen[nsent++];
+	}
+	for (i = 0; ok && i < 4; i++, recvs_out++)
+		ok = exs_recv(b, rb[i], rlen, waitall ? MSG_WAITALL : 0, qr, (void *)(intptr_t)i, UNREG) == 0;
+	while (ok && got < total) {
+		exs_event_t ev;
+
+		while (ok && nsent < ns && nsent - sends_done < 8) {
+			ok = exs_send(a, sbuf + sent, slen[nsent], 0, qs, NULL, UNREG) == 0;
+			sent += slen[nsent++];
+		}
+		while (ok && sends_done < nsent && exs_qdequeue(qs, &ev, 1, &(struct timeval){ 0, 0 }) == 1) {
+			ok = ev.exs_evt_type == EXS_EVT_SEND && !ev.exs_evt_errno;
+			sends_done++;
+		}
+		ev = next_event(qr, WAIT_S * 1000);
+		i = (int)(intptr_t)ev.exs_evt_ahandle;
+		ok = ok && ev.exs_evt_type == EXS_EVT_RECV && !ev.exs_evt_errno && i >= 0 && i < 4 &&
+		     ev_len(&ev) > 0 && got + ev_len(&ev) <= total &&
+		     (!waitall || ev_len(&ev) == (rlen < total - got ? rlen : total - got)) &&
+		     !memcmp(rb[i], pat_ + got, ev_len(&ev));
+		if (!ok) {
+			printf("  (after %zu of %zu B: type %d errno %d len %zu into %zu B)\n", got, total,
+			       ev.exs_evt_type, ev.exs_evt_errno, ev_len(&ev), rlen);
+			break;
+		}
+		got += ev_len(&ev);
+		recvs_out--;
+		/* repost only while more is due than the receives out can take */
+		if (total - got > (size_t)recvs_out * rlen) {
+			ok = exs_recv(b, rb[i], rlen, waitall ? MSG_WAITALL : 0, qr, (void *)(intptr_t)i,
+				      UNREG) == 0;
+			recvs_out++;
+		}
+	}
+	while (ok && sends_done < nsent) {
+		exs_event_t ev = next_event(qs, WAIT_S * 1000);
+
+		ok = ev.exs_evt_type == EXS_EVT_SEND && !ev.exs_evt_errno;
+		sends_done++;
+	}
+	ok = ok && nsent == ns;
+	exs_qdelete(qs);
+	exs_qdelete(qr);
+	return ok;
+}
+
 static void tuning(void)
 {
 	static const size_t small[] = { 1, 7, 64, 100, 128 }, mixed[] = { 3, 128, 4000, 90, 70000 };
@@ -1097,7 +1179,7 @@ static void tuning(void)
 	}
 	tune = NULL;
 
-	/* §7.6 the stream buffer's setting (the buffer itself is not built yet) */
+	/* §7.6 the stream buffer: the setting */
 	report(exs_fcntl(sfd, EXS_F_GETSTREAMBUFSIZE) == 0, "7.6", "stream buffer size defaults to exs.conf's (0)");
 	expect_err("7.6", "EXS_F_SETSTREAMBUFSIZE -1", exs_fcntl(sfd, EXS_F_SETSTREAMBUFSIZE, -1), EINVAL);
 	report(exs_fcntl(sfd, EXS_F_SETSTREAMBUFSIZE, 1 << 20) == 0 &&
@@ -1106,6 +1188,44 @@ static void tuning(void)
 	report(exs_fcntl(sfd, EXS_F_SETSTREAMBUFSIZE, 0) == 1 << 20 &&
 	       (exs_fcntl(sfd, EXS_F_GETFD, 0) & EXS_FD_NODELAY), "7.6",
 	       "size 0 turns the buffer off and sets EXS_FD_NODELAY, returning the old size");
+	/* §7.6 the buffer itself: chunks of min(negotiated size, 4096) B, one
+	 * per credit; data goes into it when no receive is advertised */
+	sb_a = 1 << 16, sb_b = 8192, tune = tune_sb;
+	if (make_pair(SOCK_STREAM, 0, 0, &a, &b)) {
+		static const size_t sz[] = { 1, 100, 4096, 70000, 13, 9000, 3 }, tiny[] = { 1, 2, 3, 5 };
+
+		report(exs_fcntl(a, EXS_F_GETSTREAMBUFSIZE) == 32 * 4096 &&
+		       exs_fcntl(b, EXS_F_GETSTREAMBUFSIZE) == 32 * 4096, "7.6",
+		       "after connect both ends read the buffer obtained, 32 credits x 4096 B (got %d, %d)",
+		       exs_fcntl(a, EXS_F_GETSTREAMBUFSIZE), exs_fcntl(b, EXS_F_GETSTREAMBUFSIZE));
+		expect_err("7.6", "EXS_F_SETSTREAMBUFSIZE on a connected socket",
+			   exs_fcntl(a, EXS_F_SETSTREAMBUFSIZE, 0), EISCONN);
+		report(stream_flow(a, b, sz, 7, 200000, 5000, false, true), "7.6",
+		       "sends before receives: 200,000 B through the buffer and adverts, in order, checked");
+		report(stream_flow(a, b, sz, 7, 200000, 3000, false, false), "7.6",
+		       "sends and receives interleaved: 200,000 B, in order, checked");
+		report(stream_flow(a, b, tiny, 4, 3000, 64, false, true), "7.6",
+		       "3,000 B in 1-5 B sends, read in 64 B receives, checked");
+		report(stream_flow(a, b, sz, 7, 160000, 20000, true, true), "7.6",
+		       "MSG_WAITALL receives filled from the buffer and by placement: each full, checked");
+		report(stream_flow(b, a, sz, 7, 100000, 777, false, true), "7.6",
+		       "the other way, 100,000 B in 777 B receives, checked");
+		exs_blocking_close(b);
+		exs_blocking_close(a);
+	} else {
+		report(false, "7.6", "connection with a stream buffer");
+	}
+	sb_a = 1 << 16, sb_b = 0;
+	if (make_pair(SOCK_STREAM, 0, 0, &a, &b)) {
+		report(exs_fcntl(a, EXS_F_GETSTREAMBUFSIZE) == 0 && exs_fcntl(b, EXS_F_GETSTREAMBUFSIZE) == 0,
+		       "7.6", "one side offering 0: no buffer at either end (got %d, %d)",
+		       exs_fcntl(a, EXS_F_GETSTREAMBUFSIZE), exs_fcntl(b, EXS_F_GETSTREAMBUFSIZE));
+		exs_blocking_close(b);
+		exs_blocking_close(a);
+	} else {
+		report(false, "7.6", "connection without a stream buffer");
+	}
+	tune = NULL;
 	expect_err("7.x", "an unknown exs_fcntl command", exs_fcntl(fd, 99, 0), EINVAL);
 	exs_blocking_close(fd);
 	exs_blocking_close(sfd);
