@@ -5,9 +5,11 @@
  * Socket, set-up and connection logic lives in sock.c, broker.c and conn.c.
  */
 #include <limits.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "exs_int.h"
 
@@ -130,17 +132,36 @@ int exs_qstatus(exs_qhandle_t q, int attr, void *value)
 	return ret ? exs_err(-ret) : 0;
 }
 
+int exs_qfd(exs_qhandle_t q)
+{
+	int ret;
+
+	if (!inited())
+		return exs_err(EINVAL);
+	ret = exs_queue_fd(q);
+	return ret < 0 ? exs_err(-ret) : ret;
+}
+
 /* ---- registration */
 
-exs_mhandle_t exs_mregister(void *address, size_t length, int flags)
+/* The registration flags a caller may pass. */
+static int mreg_known_flags(void)
 {
-	struct exs_mreg *m;
-	int known = EXS_MRF_RECV_DISABLE, i, err = 0;
+	int known = EXS_MRF_RECV_DISABLE;
 
 #ifndef EXS_DISABLE_DEPRECATED
 	known |= EXS_ACCESS_ALL;
 #endif
-	if (!inited() || !address || !length || length > EXS_MAX_XFER * 2 || (flags & ~known) ||
+	return known;
+}
+
+exs_mhandle_t exs_mregister(void *address, size_t length, int flags)
+{
+	struct exs_mreg *m;
+	int i, err = 0;
+
+	if (!inited() || !address || !length || length > EXS_MAX_XFER * 2 ||
+	    (flags & ~mreg_known_flags()) ||
 	    (uintptr_t)address + length < (uintptr_t)address) {
 		errno = EINVAL;
 		return EXS_MHANDLE_INVALID;
@@ -539,6 +560,69 @@ ssize_t exs_write(int fd, const void *buf, size_t len)
 ssize_t exs_read(int fd, void *buf, size_t len)
 {
 	return exs_recv(fd, buf, len, EXS_BLOCK, NULL, NULL, EXS_MHANDLE_UNREGISTERED);
+}
+
+/* ---- readiness */
+
+/* Lock held: fill every revents; how many are nonzero. */
+static int poll_scan(struct pollfd *fds, nfds_t n)
+{
+	int ready = 0;
+
+	for (nfds_t i = 0; i < n; i++) {
+		struct exs_sock *s;
+
+		fds[i].revents = 0;
+		if (fds[i].fd < 0)
+			continue; /* poll(2): ignored */
+		s = exs_sock_get(fds[i].fd);
+		if (!s || s->state == EXS_S_FREE || s->state == EXS_S_ACCEPTING ||
+		    s->state == EXS_S_CLOSING || s->close_deferred)
+			fds[i].revents = POLLNVAL;
+		else
+			fds[i].revents = exs_sock_poll(s, fds[i].events);
+		if (fds[i].revents)
+			ready++;
+	}
+	return ready;
+}
+
+int exs_poll(struct pollfd *fds, nfds_t nfds, int timeout)
+{
+	struct timespec deadline;
+	int ready;
+
+	if (!inited() || (!fds && nfds) || nfds > EXS_MAX_SOCKETS)
+		return exs_err(EINVAL);
+	if (timeout > 0) {
+		clock_gettime(CLOCK_MONOTONIC, &deadline);
+		deadline.tv_sec += timeout / 1000;
+		deadline.tv_nsec += (long)(timeout % 1000) * 1000000;
+		if (deadline.tv_nsec >= 1000000000) {
+			deadline.tv_sec++;
+			deadline.tv_nsec -= 1000000000;
+		}
+	}
+	LOCK();
+	exs_g.pollers++;
+	for (;;) {
+		ready = poll_scan(fds, nfds);
+		if (ready || timeout == 0)
+			break;
+		exs_progress_arm(); /* the completion that makes one ready must wake us */
+		ready = poll_scan(fds, nfds); /* arming took what had come */
+		if (ready)
+			break;
+		if (timeout < 0) {
+			pthread_cond_wait(&exs_g.cond, &exs_g.lock);
+		} else if (pthread_cond_timedwait(&exs_g.cond, &exs_g.lock, &deadline) == ETIMEDOUT) {
+			ready = poll_scan(fds, nfds);
+			break;
+		}
+	}
+	exs_g.pollers--;
+	UNLOCK();
+	return ready;
 }
 
 /* ---- tuning (guide §7) */

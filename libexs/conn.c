@@ -1265,6 +1265,24 @@ bool exs_conn_finished(const struct exs_conn *c)
 	return c->tx == EXS_TX_DONE || (c->link == EXS_LINK_RESET && c->tx != EXS_TX_ABORT_SENT);
 }
 
+/* exs_poll's POLLOUT: a send started now is taken, not refused with EBUSY,
+ * EPIPE or ECONNRESET. */
+bool exs_conn_send_ready(const struct exs_conn *c)
+{
+	return c->link != EXS_LINK_RESET && c->tx == EXS_TX_OPEN && c->nsfree &&
+	       credits_in_use(c->alloc, c->nsfree) < (int)c->credits;
+}
+
+/* exs_poll's POLLIN: a receive started now completes without waiting for
+ * the peer: a small message (or the peer's RTS for one) waits, or it ends
+ * at once with EOF or ECONNRESET. A stream's data only ever lands in
+ * receives already posted, so a stream is readable only at its end. */
+bool exs_conn_recv_ready(const struct exs_conn *c)
+{
+	return c->pool_count > 0 || (c->seq && c->rts_pending) || c->rx != EXS_RX_OPEN ||
+	       c->link == EXS_LINK_RESET;
+}
+
 void exs_conn_stats(const struct exs_conn *c, ExsCtl__SockStats *x)
 {
 	x->send_credits_used = c->alloc - c->nsfree;

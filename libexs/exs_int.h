@@ -102,6 +102,7 @@ struct exs_queue {
 	int wait; /* EXS_WAIT_* */
 	int sig; /* EXS_QATTR_SIGNAL: raised on every post, 0 none */
 	bool used; /* dequeued from or posted to: EXS_QATTR_WAIT is fixed */
+	int efd; /* exs_qfd: readable while events wait; -1 until asked for */
 };
 struct exs_queue *exs_queue_new(int depth);
 /* The live queue a handle names, or NULL: a handle of a deleted queue
@@ -116,6 +117,7 @@ int exs_queue_delete(exs_qhandle_t h);
 int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct timeval *tmo);
 int exs_queue_modify(exs_qhandle_t h, int attr, int value);
 int exs_queue_status(exs_qhandle_t h, int attr, int *value);
+int exs_queue_fd(exs_qhandle_t h);
 void exs_queue_post(struct exs_queue *q, const exs_event_t *ev);
 void exs_queue_ref(struct exs_queue *q);
 void exs_queue_unref(struct exs_queue *q);
@@ -297,6 +299,8 @@ bool exs_conn_wr_done(const struct exs_conn *c);
 bool exs_conn_rd_done(const struct exs_conn *c);
 bool exs_conn_reset_before_eof(const struct exs_conn *c);
 bool exs_conn_finished(const struct exs_conn *c);
+bool exs_conn_send_ready(const struct exs_conn *c);
+bool exs_conn_recv_ready(const struct exs_conn *c);
 void exs_conn_stats(const struct exs_conn *c, ExsCtl__SockStats *x);
 
 /* ---- sock.c: the fd table and each socket's life cycle */
@@ -386,6 +390,8 @@ void exs_sock_busy(struct exs_sock *s);
 bool exs_sock_unbusy(struct exs_sock *s);
 int exs_sock_shutdown(struct exs_sock *s, int dirs, struct exs_queue *q, exs_ahandle_t ah);
 int exs_sock_fcntl(struct exs_sock *s, int cmd, int arg);
+short exs_sock_poll(struct exs_sock *s, short events);
+void exs_sock_wake_pollers(void);
 
 /* ---- broker.c: the library's half of the connection set-up that exsd
  * brokers, and what else exsd tells or asks about sockets */
@@ -433,6 +439,7 @@ struct exs_global {
 	 * re-armed by a waiter before it sleeps, or by the progress thread
 	 * within EXS_REARM_US when nobody polls */
 	unsigned spinners, ndisarmed;
+	unsigned pollers; /* threads waiting in exs_poll: progress wakes them */
 	/* nclosing, nprobing, nbusypoll and ndisarmed are read without the
 	 * lock by the progress thread: change them only through EXS_COUNT */
 	int comp_cpu; /* EXS_F_SETCOMPTHREADCPU; INT_MAX: not pinned */

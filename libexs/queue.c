@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -101,6 +102,7 @@ struct exs_queue *exs_queue_new(int depth)
 	q->wait = EXS_WAIT_ADAPTIVE;
 	q->sig = 0;
 	q->used = false;
+	q->efd = -1;
 	q->h = (exs_qhandle_t)exs_htab_publish(&qtab, idx, q);
 	__atomic_store_n(&q->live, true, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&q->lock);
@@ -122,6 +124,9 @@ int exs_queue_delete(exs_qhandle_t h)
 	free(q->ev);
 	q->ev = NULL;
 	q->cap = q->count = 0;
+	if (q->efd >= 0)
+		close(q->efd);
+	q->efd = -1;
 	pthread_cond_broadcast(&q->cond); /* waiters see their handle gone */
 	pthread_mutex_unlock(&q->lock);
 	exs_htab_release(&qtab, q->idx, q);
@@ -162,6 +167,51 @@ static int resize(struct exs_queue *q, unsigned depth)
 	return 0;
 }
 
+/*
+ * exs_qfd: the eventfd is readable exactly while events wait. Its counter
+ * goes to 1 when the first event comes and back to 0 when the last is
+ * dequeued (q->lock held for both, so they cannot cross).
+ */
+static void efd_signal(struct exs_queue *q)
+{
+	uint64_t one = 1;
+
+	if (q->efd >= 0 && write(q->efd, &one, sizeof(one)) < 0) {
+		/* EAGAIN only: the counter is far from full, it is set already */
+	}
+}
+
+static void efd_drain(struct exs_queue *q)
+{
+	uint64_t v;
+
+	if (q->efd >= 0 && read(q->efd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: nothing was signalled */
+	}
+}
+
+int exs_queue_fd(exs_qhandle_t h)
+{
+	struct exs_queue *q = lock_handle(h);
+	int ret;
+
+	if (!q)
+		return -EINVAL;
+	if (q->efd < 0) {
+		q->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (q->efd < 0) {
+			ret = -errno;
+			pthread_mutex_unlock(&q->lock);
+			return ret;
+		}
+		if (q->count)
+			efd_signal(q);
+	}
+	ret = q->efd;
+	pthread_mutex_unlock(&q->lock);
+	return ret;
+}
+
 /* Post an event; drops the reference of the operation that posts it. */
 void exs_queue_post(struct exs_queue *q, const exs_event_t *ev)
 {
@@ -175,6 +225,8 @@ void exs_queue_post(struct exs_queue *q, const exs_event_t *ev)
 		goto out; /* out of memory: nothing sane left to do, the event is lost */
 	q->ev[(q->head + q->count) % q->cap] = *ev;
 	q->count++;
+	if (q->count == 1)
+		efd_signal(q);
 	sig = q->sig;
 	pthread_cond_broadcast(&q->cond);
 out:
@@ -369,6 +421,8 @@ int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct 
 		q->head = (q->head + 1) % q->cap;
 		q->count--;
 	}
+	if (n && !q->count)
+		efd_drain(q);
 out:
 	pthread_mutex_unlock(&q->lock);
 	return n;

@@ -15,6 +15,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -22,7 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <time.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <exs.h>
@@ -1050,6 +1053,164 @@ static void tuning(void)
 	exs_blocking_close(sfd);
 }
 
+/* ---- ES-API exs_poll and a queue's file descriptor (exs_poll(3), exs_qfd) */
+
+struct delayed_send {
+	int fd;
+	char *buf;
+	size_t len;
+};
+
+static void *send_after_200ms(void *arg)
+{
+	struct delayed_send *d = arg;
+
+	usleep(200000);
+	exs_send(d->fd, d->buf, d->len, EXS_BLOCK, NULL, NULL, UNREG);
+	return NULL;
+}
+
+static short revents1(int fd, short events, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = events };
+
+	return exs_poll(&p, 1, ms) == 1 ? p.revents : 0;
+}
+
+static void polling(void)
+{
+	static char buf[8192], rb[8192];
+	struct pollfd p[2] = { { .fd = -1, .events = POLLIN } };
+	exs_qhandle_t q = exs_qcreate(4);
+	int fd = exs_socket(AF_INET, SOCK_SEQPACKET, 0), a, b, qfd, ep;
+	struct delayed_send d;
+	struct epoll_event ee = { .events = EPOLLIN };
+	pthread_t th;
+	exs_event_t ev;
+	double t;
+	short r;
+	int n_ev = 0;
+
+	expect_err("poll", "exs_poll NULL with nfds 1", exs_poll(NULL, 1, 0), EINVAL);
+	expect_err("poll", "exs_poll nfds above 65536", exs_poll(p, 65537, 0), EINVAL);
+	report(exs_poll(p, 1, 0) == 0 && p[0].revents == 0, "poll", "a negative fd is ignored");
+	p[0] = (struct pollfd){ .fd = 60000, .events = POLLIN };
+	report(exs_poll(p, 1, 0) == 1 && p[0].revents == POLLNVAL, "poll",
+	       "an fd that is no EXS socket: POLLNVAL");
+	report(revents1(fd, POLLIN | POLLOUT, 0) == POLLHUP, "poll",
+	       "an unconnected socket: POLLHUP only");
+	t = now();
+	p[0] = (struct pollfd){ .fd = -1 };
+	report(exs_poll(p, 1, 150) == 0 && now() - t >= 0.14, "poll",
+	       "nothing ready: returns 0 after the timeout (%.3f s)", now() - t);
+	exs_blocking_close(fd);
+	report(revents1(fd, POLLIN, 0) == POLLNVAL, "poll", "a closed socket: POLLNVAL");
+
+	/* a listener is readable while a connection request waits */
+	uint16_t port = next_port++;
+	struct sockaddr_in sa = addr_of(port);
+	int lfd = listener(SOCK_STREAM, port, 4, 0);
+	report(lfd >= 0 && revents1(lfd, POLLIN, 0) == 0, "poll", "listener without request: not readable");
+	a = exs_socket(AF_INET, SOCK_STREAM, 0);
+	exs_connect(a, (struct sockaddr *)&sa, sizeof(sa), 0, NULL, q, (void *)1);
+	report(revents1(lfd, POLLIN, WAIT_S * 1000) == POLLIN, "poll",
+	       "a connection request makes the listener readable (POLLIN)");
+	b = exs_blocking_accept(lfd, NULL, NULL);
+	ev = next_event(q, WAIT_S * 1000);
+	report(b >= 0 && event_is(&ev, EXS_EVT_CONNECT, a, (void *)1, 0) &&
+	       revents1(lfd, POLLIN, 0) == 0, "poll", "accepted: the listener is not readable again");
+	exs_blocking_close(lfd);
+	/* a stream is writable; readable only at its end */
+	report(revents1(a, POLLIN | POLLOUT, 0) == POLLOUT, "poll", "connected stream: POLLOUT, no POLLIN");
+	exs_shutdown(a, SHUT_WR, EXS_BLOCK, NULL, NULL);
+	r = revents1(b, POLLIN, WAIT_S * 1000);
+	report(r == POLLIN && exs_recv(b, rb, 10, EXS_BLOCK, NULL, NULL, UNREG) == 0, "poll",
+	       "the peer's FIN: POLLIN, and the receive is the EOF (revents %#x)", r);
+	exs_close(a, EXS_DONTLINGER, q, NULL);
+	next_event(q, WAIT_S * 1000);
+	r = revents1(b, POLLOUT, WAIT_S * 1000);
+	report((r & (POLLERR | POLLHUP)) == (POLLERR | POLLHUP) && !(r & POLLOUT), "poll",
+	       "the peer's abortive close: POLLERR|POLLHUP unasked, no POLLOUT (revents %#x)", r);
+	exs_blocking_close(b);
+
+	/* SEQPACKET with small packets: a message that waits for its receive */
+	sp_a = sp_b = 256, tune = tune_sp;
+	if (make_pair(SOCK_SEQPACKET, 0, 0, &a, &b)) {
+		report(revents1(b, POLLIN, 0) == 0, "poll", "SEQPACKET, nothing sent: not readable");
+		fill(buf, sizeof(buf), 3);
+		exs_send(a, buf, 100, EXS_BLOCK, NULL, NULL, UNREG);
+		r = revents1(b, POLLIN, WAIT_S * 1000);
+		report(r == POLLIN && exs_recv(b, rb, sizeof(rb), EXS_BLOCK, NULL, NULL, UNREG) == 100 &&
+		       same(rb, 100, 3) && revents1(b, POLLIN, 0) == 0, "poll",
+		       "an eager message before its receive: POLLIN; received, not readable again");
+		exs_send(a, buf, 5000, 0, q, (void *)2, UNREG);
+		r = revents1(b, POLLIN, WAIT_S * 1000);
+		report(r == POLLIN && exs_recv(b, rb, sizeof(rb), EXS_BLOCK, NULL, NULL, UNREG) == 5000 &&
+		       same(rb, 5000, 3), "poll", "a large message's request-to-send: POLLIN");
+		ev = next_event(q, WAIT_S * 1000);
+		d = (struct delayed_send){ a, buf, 64 };
+		pthread_create(&th, NULL, send_after_200ms, &d);
+		t = now();
+		p[0] = (struct pollfd){ .fd = a, .events = POLLIN };
+		p[1] = (struct pollfd){ .fd = b, .events = POLLIN };
+		int n = exs_poll(p, 2, WAIT_S * 1000);
+		t = now() - t;
+		pthread_join(th, NULL);
+		report(n == 1 && p[0].revents == 0 && p[1].revents == POLLIN && t >= 0.15, "poll",
+		       "a sleeping exs_poll wakes when the message comes (%.3f s)", t);
+		exs_recv(b, rb, sizeof(rb), EXS_BLOCK, NULL, NULL, UNREG);
+		exs_blocking_close(a);
+		exs_blocking_close(b);
+	} else {
+		report(false, "poll", "SEQPACKET connection with small packets");
+	}
+	tune = NULL;
+	/* POLLOUT goes while every credit is taken */
+	if (make_pair(SOCK_SEQPACKET, 1, 1, &a, &b)) {
+		exs_send(a, buf, 1000, 0, q, (void *)3, UNREG);
+		report(revents1(a, POLLOUT, 0) == 0, "poll", "the one credit taken: not writable");
+		exs_recv(b, rb, sizeof(rb), 0, q, (void *)4, UNREG);
+		r = revents1(a, POLLOUT, WAIT_S * 1000);
+		report(r == POLLOUT, "poll", "the send placed: POLLOUT again (revents %#x)", r);
+		next_event(q, WAIT_S * 1000);
+		next_event(q, WAIT_S * 1000);
+		exs_blocking_close(a);
+		exs_blocking_close(b);
+	} else {
+		report(false, "poll", "SEQPACKET connection with 1 credit");
+	}
+
+	/* exs_qfd */
+	errno = 0;
+	expect_err("qfd", "exs_qfd of no queue", exs_qfd(EXS_QHANDLE_INVALID), EINVAL);
+	qfd = exs_qfd(q);
+	report(qfd >= 0 && exs_qfd(q) == qfd, "qfd", "exs_qfd: one descriptor per queue");
+	struct pollfd kp = { .fd = qfd, .events = POLLIN };
+	report(poll(&kp, 1, 0) == 0, "qfd", "empty queue: its fd is not readable");
+	ep = epoll_create1(0);
+	ee.data.fd = qfd;
+	epoll_ctl(ep, EPOLL_CTL_ADD, qfd, &ee);
+	fd = exs_socket(AF_INET, SOCK_STREAM, 0);
+	exs_close(fd, 0, q, (void *)5);
+	report(epoll_wait(ep, &ee, 1, WAIT_S * 1000) == 1 && ee.data.fd == qfd, "qfd",
+	       "an event posted: epoll reports the queue's fd readable");
+	report(poll(&kp, 1, 0) == 1 && exs_qdequeue(q, &ev, 1, NULL) == 1 &&
+	       event_is(&ev, EXS_EVT_CLOSE, fd, (void *)5, 0) && poll(&kp, 1, 0) == 0, "qfd",
+	       "readable while the event waits, not once it is dequeued");
+	close(ep);
+	exs_qdelete(q);
+	expect_err("qfd", "the fd after exs_qdelete is closed", fcntl(qfd, F_GETFD), EBADF);
+	q = exs_qcreate(4);
+	exs_close(exs_socket(AF_INET, SOCK_STREAM, 0), 0, q, NULL);
+	t = now();
+	while (exs_qstatus(q, EXS_QATTR_EVENTS, &n_ev) == 0 && !n_ev && now() - t < WAIT_S)
+		usleep(1000);
+	qfd = exs_qfd(q);
+	kp.fd = qfd;
+	report(n_ev == 1 && poll(&kp, 1, 0) == 1, "qfd", "asked for while an event waits: readable at once");
+	exs_qdelete(q);
+}
+
 int main(int argc, char **argv)
 {
 	double t0 = now();
@@ -1074,6 +1235,7 @@ int main(int argc, char **argv)
 	stream();
 	closing();
 	tuning();
+	polling();
 	printf("%d passed, %d failed (%.1f s)\n", passed, failed, now() - t0);
 	return failed ? 1 : 0;
 }
