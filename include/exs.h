@@ -144,6 +144,8 @@ int exs_qfd(exs_qhandle_t qhandle);
 
 exs_mhandle_t exs_mregister(void *address, size_t length, int flags);
 int exs_mderegister(exs_mhandle_t mhandle, int flags);
+/* a registration's new length (from the same address) and flags */
+int exs_mmodify(exs_mhandle_t mhandle, size_t length, int flags);
 
 int exs_socket(int domain, int socket_type, int protocol);
 int exs_bind(int fd, const struct sockaddr *address, socklen_t addrlen);

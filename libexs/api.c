@@ -206,6 +206,24 @@ int exs_mderegister(exs_mhandle_t mh, int flags)
 	return ret ? exs_err(-ret) : 0;
 }
 
+int exs_mmodify(exs_mhandle_t mh, size_t length, int flags)
+{
+	struct exs_mreg *m;
+	int ret;
+
+	if (!inited() || !length || length > EXS_MAX_XFER * 2 || (flags & ~mreg_known_flags()))
+		return exs_err(EINVAL);
+	LOCK();
+	m = exs_mreg_get(mh);
+	if (!m)
+		return fail_unlock(-EINVAL);
+	if ((uintptr_t)m->addr + length < (uintptr_t)m->addr)
+		return fail_unlock(-EINVAL);
+	ret = exs_mreg_modify(m, length, flags & EXS_MRF_RECV_DISABLE);
+	UNLOCK();
+	return ret ? exs_err(-ret) : 0;
+}
+
 /* ---- sockets */
 
 int exs_socket(int domain, int type, int protocol)

@@ -162,6 +162,7 @@ struct exs_mreg *exs_mreg_new(void *addr, size_t len, int flags);
  * it cannot be deregistered while the caller uses it). */
 struct exs_mreg *exs_mreg_get(exs_mhandle_t h);
 int exs_mreg_delete(struct exs_mreg *m);
+int exs_mreg_modify(struct exs_mreg *m, size_t len, int flags);
 struct ibv_mr *exs_mreg_mr(struct exs_mreg *m, struct exs_dev *d);
 int exs_verbs_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, bool guard);
 int exs_verbs_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr);
