@@ -31,12 +31,33 @@ static int fail_unlock(int neg)
 	return exs_err(-neg);
 }
 
+/*
+ * Guide §11.3.2: EXS is not usable in a child after fork() without exec.
+ * The child shares the parent's exsd channel and device contexts and has
+ * no progress thread; a call there could only disturb the parent's
+ * connections, so every call refuses with ENOTSUP. Set in the child by
+ * pthread_atfork, read without a lock (nothing else runs in the child).
+ */
+static bool forked_child;
+
+static void on_fork_child(void)
+{
+	forked_child = true;
+}
+
+static bool in_child(void)
+{
+	return __builtin_expect(forked_child, 0);
+}
+
 int exs_init(int version)
 {
 	pthread_condattr_t ca;
 	const char *path;
 	int ret;
 
+	if (in_child())
+		return exs_err(ENOTSUP);
 	if (version != EXS_VERSION1)
 		return exs_err(EINVAL);
 	LOCK();
@@ -44,6 +65,15 @@ int exs_init(int version)
 		UNLOCK();
 		return 0;
 	}
+	/* before any verbs resource: registered pages stay out of a child
+	 * (a no-op where the kernel copies pinned pages at fork) */
+	if (!getenv("EXS_FORK_UNSAFE")) {
+		ret = ibv_fork_init();
+		if (ret)
+			return fail_unlock(-ret);
+	}
+	if (pthread_atfork(NULL, NULL, on_fork_child))
+		return fail_unlock(-ENOMEM);
 	exs_g.socks = calloc(EXS_MAX_SOCKETS, sizeof(*exs_g.socks));
 	if (!exs_g.socks)
 		return fail_unlock(-ENOMEM);
@@ -71,12 +101,13 @@ static bool inited(void)
 	return __atomic_load_n(&exs_g.inited, __ATOMIC_ACQUIRE);
 }
 
+
 /* ---- queues */
 
 exs_qhandle_t exs_qcreate(int depth)
 {
-	if (!inited()) {
-		errno = EINVAL;
+	if (in_child() || !inited()) {
+		errno = in_child() ? ENOTSUP : EINVAL;
 		return EXS_QHANDLE_INVALID;
 	}
 	struct exs_queue *q = exs_queue_new(depth);
@@ -88,6 +119,8 @@ int exs_qdelete(exs_qhandle_t q)
 {
 	int ret;
 
+	if (in_child())
+		return exs_err(ENOTSUP);
 	if (!inited())
 		return exs_err(EINVAL);
 	ret = exs_queue_delete(q);
@@ -104,6 +137,8 @@ int exs_qdequeue(exs_qhandle_t q, exs_event_t *ev, int count, struct timeval *ti
 {
 	int ret;
 
+	if (in_child())
+		return exs_err(ENOTSUP);
 	if (!inited() || !ev || count == 0 || count < -EXS_MAX_QDEPTH ||
 	    !timeval_ok(timeout))
 		return exs_err(EINVAL);
@@ -116,6 +151,8 @@ int exs_qmodify(exs_qhandle_t q, int attr, const void *value)
 {
 	int ret;
 
+	if (in_child())
+		return exs_err(ENOTSUP);
 	if (!inited() || !value)
 		return exs_err(EINVAL);
 	ret = exs_queue_modify(q, attr, *(const int *)value);
@@ -126,6 +163,8 @@ int exs_qstatus(exs_qhandle_t q, int attr, void *value)
 {
 	int ret;
 
+	if (in_child())
+		return exs_err(ENOTSUP);
 	if (!inited() || !value)
 		return exs_err(EINVAL);
 	ret = exs_queue_status(q, attr, value);
@@ -136,6 +175,8 @@ int exs_qfd(exs_qhandle_t q)
 {
 	int ret;
 
+	if (in_child())
+		return exs_err(ENOTSUP);
 	if (!inited())
 		return exs_err(EINVAL);
 	ret = exs_queue_fd(q);
@@ -160,6 +201,10 @@ exs_mhandle_t exs_mregister(void *address, size_t length, int flags)
 	struct exs_mreg *m;
 	int i, err = 0;
 
+	if (in_child()) {
+		errno = ENOTSUP;
+		return EXS_MHANDLE_INVALID;
+	}
 	if (!inited() || !address || !length || length > EXS_MAX_XFER * 2 ||
 	    (flags & ~mreg_known_flags()) ||
 	    (uintptr_t)address + length < (uintptr_t)address) {
@@ -197,6 +242,8 @@ int exs_mderegister(exs_mhandle_t mh, int flags)
 
 	struct exs_mreg *m;
 
+	if (in_child())
+		return exs_err(ENOTSUP);
 	if (!inited() || flags)
 		return exs_err(EINVAL);
 	LOCK();
@@ -211,6 +258,8 @@ int exs_mmodify(exs_mhandle_t mh, size_t length, int flags)
 	struct exs_mreg *m;
 	int ret;
 
+	if (in_child())
+		return exs_err(ENOTSUP);
 	if (!inited() || !length || length > EXS_MAX_XFER * 2 || (flags & ~mreg_known_flags()))
 		return exs_err(EINVAL);
 	LOCK();
@@ -231,6 +280,8 @@ int exs_socket(int domain, int type, int protocol)
 	struct exs_sock *s;
 	int fd;
 
+	if (in_child())
+		return exs_err(ENOTSUP);
 	if (!inited())
 		return exs_err(EINVAL);
 	if (domain != AF_INET && domain != AF_INET6)
@@ -254,8 +305,8 @@ static struct exs_sock *sock_lock(int fd)
 {
 	struct exs_sock *s;
 
-	if (!inited()) {
-		errno = EINVAL;
+	if (in_child() || !inited()) {
+		errno = in_child() ? ENOTSUP : EINVAL;
 		return NULL;
 	}
 	LOCK();
@@ -324,6 +375,8 @@ static int block_begin(int flags, exs_qhandle_t qh, bool null_ok, struct exs_que
 		       struct exs_queue **ret_pq)
 {
 	*ret_q = *ret_pq = NULL;
+	if (in_child()) /* before any lock: one may have been held at fork */
+		return exs_err(ENOTSUP);
 	if (!(flags & EXS_BLOCK)) {
 		if ((qh || !null_ok) && exs_queue_hold(qh, ret_q))
 			return exs_err(EINVAL);
@@ -610,6 +663,8 @@ int exs_poll(struct pollfd *fds, nfds_t nfds, int timeout)
 	struct timespec deadline;
 	int ready;
 
+	if (in_child())
+		return exs_err(ENOTSUP);
 	if (!inited() || (!fds && nfds) || nfds > EXS_MAX_SOCKETS)
 		return exs_err(EINVAL);
 	if (timeout > 0) {

@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "exs_int.h"
 
@@ -107,9 +108,14 @@ int exs_conn_create(int fd, int type, const char *devname, bool iwarp,
 	}
 	n = (size_t)c->nrecv * c->rsz + c->nsend * sizeof(*c->msg) +
 	    (c->sp_cap ? (size_t)credits * c->esz : 0);
-	c->mem = calloc(1, n);
-	if (!c->mem)
+	/* pages of its own: after ibv_fork_init a registered page is left out
+	 * of a child, and must not hold the allocator's data (guide §11.3.2) */
+	c->mem = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (c->mem == MAP_FAILED) {
+		c->mem = NULL;
 		goto fail;
+	}
+	c->mem_len = n;
 	c->rbuf = c->mem;
 	c->msg = (struct exs_wire_msg *)(c->rbuf + (size_t)c->nrecv * c->rsz);
 	c->ebuf = (char *)(c->msg + c->nsend);
@@ -192,7 +198,8 @@ void exs_conn_destroy(struct exs_conn *c)
 		ibv_destroy_cq(c->cq);
 	if (c->mem_mr)
 		ibv_dereg_mr(c->mem_mr);
-	free(c->mem);
+	if (c->mem)
+		munmap(c->mem, c->mem_len);
 	free(c->pool);
 	free(c->pool_len);
 	free(c->rfifo);

@@ -226,7 +226,8 @@ struct exs_conn {
 	uint32_t credits; /* negotiated */
 	/* one registered block: nrecv receive buffers of rsz bytes, nsend
 	 * control message send slots, alloc eager send buffers of esz bytes */
-	char *mem;
+	char *mem; /* mmap'd: pages of its own */
+	size_t mem_len;
 	struct ibv_mr *mem_mr;
 	char *rbuf, *ebuf;
 	struct exs_wire_msg *msg;

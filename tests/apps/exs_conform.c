@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -1276,6 +1278,106 @@ static void modifying(void)
 	exs_qdelete(q);
 }
 
+/* ---- guide §11.3.2: fork */
+
+/* one checked SEQPACKET message a -> b through registered buffers */
+static bool one_message(int a, int b, char *sb, exs_mhandle_t smh, char *rb, exs_mhandle_t rmh,
+			size_t len, unsigned seed)
+{
+	exs_qhandle_t q = exs_qcreate(2);
+	exs_event_t ev;
+	bool ok;
+
+	fill(sb, len, seed);
+	memset(rb, 0, len);
+	exs_recv(b, rb, len, 0, q, NULL, rmh);
+	ok = exs_send(a, sb, len, EXS_BLOCK, NULL, NULL, smh) == (ssize_t)len;
+	ev = next_event(q, WAIT_S * 1000);
+	exs_qdelete(q);
+	return ok && ev.exs_evt_type == EXS_EVT_RECV && !ev.exs_evt_errno && ev_len(&ev) == len &&
+	       same(rb, len, seed);
+}
+
+static void forking(void)
+{
+	/* registered memory on pages of its own: after ibv_fork_init the
+	 * child has none of a registered page (ibv_fork_init(3)) */
+	char *sb = mmap(NULL, 65536, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *rb = mmap(NULL, 65536, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	exs_mhandle_t smh = exs_mregister(sb, 65536, 0), rmh = exs_mregister(rb, 65536, 0);
+	int a, b, status = -1;
+	pid_t pid;
+
+	if (!make_pair(SOCK_SEQPACKET, 0, 0, &a, &b)) {
+		report(false, "11.3.2", "SEQPACKET connection");
+		return;
+	}
+	report(one_message(a, b, sb, smh, rb, rmh, 40000, 21), "11.3.2", "before fork: 40000 B, checked");
+	int steps[2] = { -1, -1 };
+	char step = 0;
+	if (pipe(steps))
+		steps[0] = steps[1] = -1;
+	pid = fork();
+	if (pid == 0) {
+		/* the child: every call refuses, none touches the parent's state;
+		 * exit code = the first check that failed */
+		int code = 0;
+		struct timeval zero = { 0, 0 };
+		exs_event_t ev;
+
+		errno = 0;
+		if (write(steps[1], "s", 1) < 0)
+			_exit(2);
+		if (exs_send(a, sb, 100, EXS_BLOCK, NULL, NULL, smh) != -1 || errno != ENOTSUP)
+			code = 10;
+		else if (exs_recv(b, rb, 100, 0, NULL, NULL, UNREG) != -1 || errno != EINVAL)
+			code = 11; /* no queue: its own argument error first */
+		else if (exs_blocking_recv(b, rb, 100, 0, rmh) != -1 || errno != ENOTSUP)
+			code = 12;
+		else if (exs_qcreate(4) != EXS_QHANDLE_INVALID || errno != ENOTSUP)
+			code = 13;
+		else if (exs_mregister(sb, 64, 0) != EXS_MHANDLE_INVALID || errno != ENOTSUP)
+			code = 14;
+		else if (exs_init(EXS_VERSION) != -1 || errno != ENOTSUP)
+			code = 15;
+		else if (exs_socket(AF_INET, SOCK_STREAM, 0) != -1 || errno != ENOTSUP)
+			code = 16;
+		else if (exs_blocking_close(a) != -1 || errno != ENOTSUP)
+			code = 17;
+		else if (exs_qdequeue((exs_qhandle_t)1, &ev, 1, &zero) != -1 || errno != ENOTSUP)
+			code = 18;
+		else if (exs_fcntl(a, EXS_F_GETFD) != -1 || errno != ENOTSUP)
+			code = 19;
+		else if (exs_poll(NULL, 0, 0) != -1 || errno != ENOTSUP)
+			code = 20;
+		if (write(steps[1], "e", 1) < 0)
+			_exit(2);
+		_exit(code);
+	}
+	if (pid > 0)
+		waitpid(pid, &status, 0);
+	close(steps[1]);
+	while (read(steps[0], &step, 1) == 1 && step != 'e')
+		;
+	close(steps[0]);
+	report(pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "11.3.2",
+	       "a child after fork: every EXS call fails with ENOTSUP (exit %d, signal %d, reached '%c')",
+	       WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+	       WIFSIGNALED(status) ? WTERMSIG(status) : 0, step ? step : '-');
+	bool ok = true;
+	for (unsigned i = 0; i < 20 && ok; i++)
+		ok = one_message(a, b, sb, smh, rb, rmh, 1000 + i * 3000, 30 + i);
+	report(ok, "11.3.2", "after fork the parent goes on: 20 messages, 1000 to 58000 B, checked");
+	report(one_message(b, a, rb, rmh, sb, smh, 65536, 77), "11.3.2",
+	       "and the other way: 65536 B, checked");
+	exs_blocking_close(a);
+	exs_blocking_close(b);
+	exs_mderegister(smh, 0);
+	exs_mderegister(rmh, 0);
+	munmap(sb, 65536);
+	munmap(rb, 65536);
+}
+
 int main(int argc, char **argv)
 {
 	double t0 = now();
@@ -1302,6 +1404,7 @@ int main(int argc, char **argv)
 	tuning();
 	polling();
 	modifying();
+	forking();
 	printf("%d passed, %d failed (%.1f s)\n", passed, failed, now() - t0);
 	return failed ? 1 : 0;
 }
