@@ -52,6 +52,7 @@ static bool in_child(void)
 
 int exs_init(int version)
 {
+	EXS_NOCANCEL;
 	pthread_condattr_t ca;
 	const char *path;
 	int ret;
@@ -106,6 +107,7 @@ static bool inited(void)
 
 exs_qhandle_t exs_qcreate(int depth)
 {
+	EXS_NOCANCEL;
 	if (in_child() || !inited()) {
 		errno = in_child() ? ENOTSUP : EINVAL;
 		return EXS_QHANDLE_INVALID;
@@ -117,6 +119,7 @@ exs_qhandle_t exs_qcreate(int depth)
 
 int exs_qdelete(exs_qhandle_t q)
 {
+	EXS_NOCANCEL;
 	int ret;
 
 	if (in_child())
@@ -135,6 +138,7 @@ static bool timeval_ok(const struct timeval *t)
 
 int exs_qdequeue(exs_qhandle_t q, exs_event_t *ev, int count, struct timeval *timeout)
 {
+	EXS_NOCANCEL;
 	int ret;
 
 	if (in_child())
@@ -142,13 +146,14 @@ int exs_qdequeue(exs_qhandle_t q, exs_event_t *ev, int count, struct timeval *ti
 	if (!inited() || !ev || count == 0 || count < -EXS_MAX_QDEPTH ||
 	    !timeval_ok(timeout))
 		return exs_err(EINVAL);
-	ret = exs_queue_dequeue(q, ev, count, timeout);
+	ret = exs_queue_dequeue(q, ev, count, timeout, true);
 	return ret < 0 ? exs_err(-ret) : ret;
 }
 
 /* Attribute values are ints (guide §11.2.7-11.2.8; see exs.h). */
 int exs_qmodify(exs_qhandle_t q, int attr, const void *value)
 {
+	EXS_NOCANCEL;
 	int ret;
 
 	if (in_child())
@@ -161,6 +166,7 @@ int exs_qmodify(exs_qhandle_t q, int attr, const void *value)
 
 int exs_qstatus(exs_qhandle_t q, int attr, void *value)
 {
+	EXS_NOCANCEL;
 	int ret;
 
 	if (in_child())
@@ -173,6 +179,7 @@ int exs_qstatus(exs_qhandle_t q, int attr, void *value)
 
 int exs_qfd(exs_qhandle_t q)
 {
+	EXS_NOCANCEL;
 	int ret;
 
 	if (in_child())
@@ -198,6 +205,7 @@ static int mreg_known_flags(void)
 
 exs_mhandle_t exs_mregister(void *address, size_t length, int flags)
 {
+	EXS_NOCANCEL;
 	struct exs_mreg *m;
 	int i, err = 0;
 
@@ -238,6 +246,7 @@ exs_mhandle_t exs_mregister(void *address, size_t length, int flags)
 
 int exs_mderegister(exs_mhandle_t mh, int flags)
 {
+	EXS_NOCANCEL;
 	int ret;
 
 	struct exs_mreg *m;
@@ -255,6 +264,7 @@ int exs_mderegister(exs_mhandle_t mh, int flags)
 
 int exs_mmodify(exs_mhandle_t mh, size_t length, int flags)
 {
+	EXS_NOCANCEL;
 	struct exs_mreg *m;
 	int ret;
 
@@ -277,6 +287,7 @@ int exs_mmodify(exs_mhandle_t mh, size_t length, int flags)
 
 int exs_socket(int domain, int type, int protocol)
 {
+	EXS_NOCANCEL;
 	struct exs_sock *s;
 	int fd;
 
@@ -340,6 +351,7 @@ static socklen_t addr_len(int domain)
 
 int exs_bind(int fd, const struct sockaddr *address, socklen_t addrlen)
 {
+	EXS_NOCANCEL;
 	struct exs_sock *s = sock_lock(fd);
 	int ret;
 
@@ -353,6 +365,7 @@ int exs_bind(int fd, const struct sockaddr *address, socklen_t addrlen)
 
 int exs_listen(int fd, int backlog)
 {
+	EXS_NOCANCEL;
 	struct exs_sock *s = sock_lock(fd);
 	int ret;
 
@@ -404,7 +417,7 @@ static int block_end(struct exs_queue *q, struct exs_queue *pq, int ret, exs_eve
 	}
 	if (!pq)
 		return 0;
-	n = exs_queue_dequeue(pq->h, ret_ev, 1, NULL);
+	n = exs_queue_dequeue(pq->h, ret_ev, 1, NULL, false);
 	exs_queue_delete(pq->h);
 	if (n != 1)
 		return exs_err(EIO);
@@ -415,6 +428,7 @@ static int block_end(struct exs_queue *q, struct exs_queue *pq, int ret, exs_eve
 
 int exs_accept(int fd, struct exs_acceptaddr *vec, int count, int flags, exs_qhandle_t qh)
 {
+	EXS_NOCANCEL;
 	struct exs_accept_slot slots[16], *sl = slots;
 	struct exs_queue *q, *pq;
 	struct exs_sock *s;
@@ -446,6 +460,7 @@ int exs_accept(int fd, struct exs_acceptaddr *vec, int count, int flags, exs_qha
 
 int exs_blocking_accept(int fd, struct sockaddr *peer_address, socklen_t *peer_addrlen)
 {
+	EXS_NOCANCEL;
 	struct exs_acceptaddr aa = { .exs_addr = peer_address };
 	int ret;
 
@@ -462,6 +477,7 @@ int exs_blocking_accept(int fd, struct sockaddr *peer_address, socklen_t *peer_a
 int exs_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, int flags,
 		struct timeval *timeout, exs_qhandle_t qh, exs_ahandle_t ah)
 {
+	EXS_NOCANCEL;
 	struct exs_queue *q, *pq;
 	struct exs_sock *s;
 	exs_event_t ev;
@@ -485,11 +501,13 @@ int exs_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, int flag
 
 int exs_blocking_connect(int fd, const struct sockaddr *addr, socklen_t addrlen)
 {
+	EXS_NOCANCEL;
 	return exs_connect(fd, addr, addrlen, EXS_BLOCK, NULL, NULL, NULL);
 }
 
 int exs_close(int fd, int flags, exs_qhandle_t qh, exs_ahandle_t ah)
 {
+	EXS_NOCANCEL;
 	struct exs_queue *q, *pq;
 	struct exs_sock *s;
 	exs_event_t ev;
@@ -508,11 +526,13 @@ int exs_close(int fd, int flags, exs_qhandle_t qh, exs_ahandle_t ah)
 
 int exs_blocking_close(int fd)
 {
+	EXS_NOCANCEL;
 	return exs_close(fd, EXS_BLOCK, NULL, NULL);
 }
 
 int exs_shutdown(int fd, int how, int flags, exs_qhandle_t qh, exs_ahandle_t ah)
 {
+	EXS_NOCANCEL;
 	static const int dirs[] = { [SHUT_RD] = EXS_DIR_RD, [SHUT_WR] = EXS_DIR_WR,
 				    [SHUT_RDWR] = EXS_DIR_RD | EXS_DIR_WR };
 	struct exs_queue *q, *pq;
@@ -532,6 +552,20 @@ int exs_shutdown(int fd, int how, int flags, exs_qhandle_t qh, exs_ahandle_t ah)
 }
 
 /* ---- data */
+
+/* A thread cancelled in its credit wait (guide §11.3.1): nothing was
+ * started, so what block_end would undo is undone here. */
+struct xfer_wait {
+	struct exs_queue *q, *pq;
+};
+
+static void xfer_cancelled(void *arg)
+{
+	struct xfer_wait *w = arg;
+
+	UNLOCK();
+	block_end(w->q, w->pq, -ECANCELED, NULL);
+}
 
 static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhandle_t qh,
 		    exs_ahandle_t ah, exs_mhandle_t mh)
@@ -586,7 +620,9 @@ static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhan
 		if (ret != -EBUSY || !(flags & (EXS_CREDIT_WAIT | EXS_BLOCK)))
 			break;
 		exs_progress_arm(); /* the completion that frees a credit must wake us */
-		pthread_cond_wait(&exs_g.cond, &exs_g.lock);
+		struct xfer_wait w = { q, pq };
+
+		exs_cond_wait(&exs_g.cond, &exs_g.lock, NULL, true, xfer_cancelled, &w);
 		if (exs_sock_by_id(id) != s || s->state != EXS_S_CONNECTED) {
 			ret = -ECONNRESET;
 			break;
@@ -604,32 +640,38 @@ out_noloc:
 ssize_t exs_send(int fd, const void *buf, size_t len, int flags, exs_qhandle_t q,
 		 exs_ahandle_t ah, exs_mhandle_t mh)
 {
+	EXS_NOCANCEL;
 	return xfer(EXS_EVT_SEND, fd, (void *)buf, len, flags, q, ah, mh);
 }
 
 ssize_t exs_recv(int fd, void *buf, size_t len, int flags, exs_qhandle_t q, exs_ahandle_t ah,
 		 exs_mhandle_t mh)
 {
+	EXS_NOCANCEL;
 	return xfer(EXS_EVT_RECV, fd, buf, len, flags, q, ah, mh);
 }
 
 ssize_t exs_blocking_send(int fd, const void *buf, size_t len, int flags, exs_mhandle_t mh)
 {
+	EXS_NOCANCEL;
 	return exs_send(fd, buf, len, flags | EXS_BLOCK, NULL, NULL, mh);
 }
 
 ssize_t exs_blocking_recv(int fd, void *buf, size_t len, int flags, exs_mhandle_t mh)
 {
+	EXS_NOCANCEL;
 	return exs_recv(fd, buf, len, flags | EXS_BLOCK, NULL, NULL, mh);
 }
 
 ssize_t exs_write(int fd, const void *buf, size_t len)
 {
+	EXS_NOCANCEL;
 	return exs_send(fd, buf, len, EXS_BLOCK, NULL, NULL, EXS_MHANDLE_UNREGISTERED);
 }
 
 ssize_t exs_read(int fd, void *buf, size_t len)
 {
+	EXS_NOCANCEL;
 	return exs_recv(fd, buf, len, EXS_BLOCK, NULL, NULL, EXS_MHANDLE_UNREGISTERED);
 }
 
@@ -658,8 +700,16 @@ static int poll_scan(struct pollfd *fds, nfds_t n)
 	return ready;
 }
 
+static void poll_cancelled(void *unused)
+{
+	(void)unused;
+	exs_g.pollers--;
+	UNLOCK();
+}
+
 int exs_poll(struct pollfd *fds, nfds_t nfds, int timeout)
 {
+	EXS_NOCANCEL;
 	struct timespec deadline;
 	int ready;
 
@@ -686,9 +736,8 @@ int exs_poll(struct pollfd *fds, nfds_t nfds, int timeout)
 		ready = poll_scan(fds, nfds); /* arming took what had come */
 		if (ready)
 			break;
-		if (timeout < 0) {
-			pthread_cond_wait(&exs_g.cond, &exs_g.lock);
-		} else if (pthread_cond_timedwait(&exs_g.cond, &exs_g.lock, &deadline) == ETIMEDOUT) {
+		if (exs_cond_wait(&exs_g.cond, &exs_g.lock, timeout < 0 ? NULL : &deadline, true,
+				  poll_cancelled, NULL) == ETIMEDOUT) {
 			ready = poll_scan(fds, nfds);
 			break;
 		}
@@ -709,6 +758,7 @@ static bool fcntl_takes_arg(int cmd)
 
 int exs_fcntl(int fd, int cmd, ...)
 {
+	EXS_NOCANCEL;
 	struct exs_sock *s;
 	va_list ap;
 	int arg = 0, ret;

@@ -114,11 +114,33 @@ int exs_queue_hold(exs_qhandle_t h, struct exs_queue **ret_q);
 /* These take the handle, so that a queue deleted (and its object reused)
  * while the call waits is seen as gone: -EINVAL. */
 int exs_queue_delete(exs_qhandle_t h);
-int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct timeval *tmo);
+/* cancellable: the wait is a cancellation point (guide §11.3.1) */
+int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct timeval *tmo,
+		      bool cancellable);
 int exs_queue_modify(exs_qhandle_t h, int attr, int value);
 int exs_queue_status(exs_qhandle_t h, int attr, int *value);
 int exs_queue_fd(exs_qhandle_t h);
 void exs_queue_post(struct exs_queue *q, const exs_event_t *ev);
+/*
+ * Thread cancellation (guide §11.3.1): every public call runs with
+ * cancellation disabled (EXS_NOCANCEL, restored on every return), so that
+ * no cancellation point inside the library (a write to exsd, say) can end
+ * a thread that holds a lock. Only the waits that exs(7) names open it,
+ * and only if the caller had it enabled: exs_cancel_open/close around a
+ * condition wait whose cleanup handler releases that wait's mutex.
+ */
+int exs_nocancel_enter(void);
+void exs_nocancel_leave(int *unused);
+#define EXS_NOCANCEL \
+	int exs_nocancel_ __attribute__((cleanup(exs_nocancel_leave), unused)) = exs_nocancel_enter()
+bool exs_cancel_open(void);
+void exs_cancel_close(bool opened);
+void exs_cancel_unlock(void *mutex); /* a cleanup handler: unlocks it */
+/* pthread_cond_(timed)wait (deadline NULL: none), a cancellation point if
+ * `cancellable` and the caller allows it, `cleanup(arg)` run if cancelled;
+ * returns what the wait did (ETIMEDOUT) */
+int exs_cond_wait(pthread_cond_t *cond, pthread_mutex_t *m, const struct timespec *deadline,
+		  bool cancellable, void (*cleanup)(void *), void *arg);
 void exs_queue_ref(struct exs_queue *q);
 void exs_queue_unref(struct exs_queue *q);
 /* Set by exs_init: polls every connection's CQ from the calling thread, so

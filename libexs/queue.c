@@ -288,6 +288,73 @@ int exs_queue_status(exs_qhandle_t h, int attr, int *value)
 	return ret;
 }
 
+/* ---- thread cancellation (exs_int.h) */
+
+static __thread unsigned nocancel_depth; /* nested public calls */
+static __thread int caller_state, caller_type; /* what the outermost call found */
+
+int exs_nocancel_enter(void)
+{
+	if (nocancel_depth++ == 0)
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &caller_state);
+	return 0;
+}
+
+void exs_nocancel_leave(int *unused)
+{
+	(void)unused;
+	if (nocancel_depth && --nocancel_depth == 0)
+		pthread_setcancelstate(caller_state, NULL);
+}
+
+/* Deferred, whatever type the caller chose: an asynchronous cancel in a
+ * condition wait would be undefined. */
+bool exs_cancel_open(void)
+{
+	if (!nocancel_depth || caller_state != PTHREAD_CANCEL_ENABLE)
+		return false;
+	pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &caller_type);
+	pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+	return true;
+}
+
+void exs_cancel_close(bool opened)
+{
+	if (!opened)
+		return;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	pthread_setcanceltype(caller_type, NULL);
+}
+
+void exs_cancel_unlock(void *mutex)
+{
+	pthread_mutex_unlock(mutex);
+}
+
+static int wait_point(pthread_cond_t *cond, pthread_mutex_t *m, const struct timespec *deadline,
+		      void (*cleanup)(void *), void *arg)
+{
+	volatile int r = 0;
+
+	pthread_cleanup_push(cleanup, arg);
+	if (deadline)
+		r = pthread_cond_timedwait(cond, m, deadline);
+	else
+		pthread_cond_wait(cond, m);
+	pthread_cleanup_pop(0);
+	return r;
+}
+
+int exs_cond_wait(pthread_cond_t *cond, pthread_mutex_t *m, const struct timespec *deadline,
+		  bool cancellable, void (*cleanup)(void *), void *arg)
+{
+	bool open = cancellable && exs_cancel_open();
+	int r = wait_point(cond, m, deadline, cleanup, arg);
+
+	exs_cancel_close(open);
+	return r;
+}
+
 static void deadline_after(struct timespec *ts, const struct timeval *tmo)
 {
 	clock_gettime(CLOCK_MONOTONIC, ts);
@@ -364,7 +431,8 @@ static void adapt(struct exs_queue *q, uint64_t waited_us)
 		q->spin_us = ceiling;
 }
 
-int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct timeval *tmo)
+int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct timeval *tmo,
+		      bool cancellable)
 {
 	struct exs_queue *q;
 	unsigned want = count < 0 ? (unsigned)-(long)count : 1;
@@ -408,13 +476,10 @@ int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct 
 			pthread_mutex_lock(&q->lock);
 			continue;
 		}
-		if (tmo) {
-			if (pthread_cond_timedwait(&q->cond, &q->lock, &deadline) == ETIMEDOUT &&
-			    q->count < want)
-				goto out;
-		} else {
-			pthread_cond_wait(&q->cond, &q->lock);
-		}
+		if (exs_cond_wait(&q->cond, &q->lock, tmo ? &deadline : NULL, cancellable,
+				  exs_cancel_unlock, &q->lock) == ETIMEDOUT &&
+		    q->count < want)
+			goto out;
 	}
 	while (q->count && (unsigned)n < max) {
 		ev[n++] = q->ev[q->head];

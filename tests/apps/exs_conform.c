@@ -1378,6 +1378,128 @@ static void forking(void)
 	munmap(rb, 65536);
 }
 
+/* ---- guide §11.3.1: thread cancellation */
+
+enum { B_DEQUEUE, B_DEQUEUE_TMO, B_CREDIT_WAIT, B_BLOCKING_SEND, B_POLL, B_DISABLED };
+struct blocked {
+	int kind;
+	exs_qhandle_t q;
+	int fd;
+	char *buf;
+};
+
+static void *block_in(void *arg)
+{
+	struct blocked *b = arg;
+	struct timeval long_tv = { 60, 0 }, short_tv = { 0, 300000 };
+	struct pollfd p = { .fd = b->fd, .events = POLLIN };
+	exs_event_t ev;
+	int old;
+
+	switch (b->kind) {
+	case B_DEQUEUE:
+		exs_qdequeue(b->q, &ev, 1, NULL);
+		break;
+	case B_DEQUEUE_TMO:
+		exs_qdequeue(b->q, &ev, 1, &long_tv);
+		break;
+	case B_CREDIT_WAIT:
+		exs_send(b->fd, b->buf, 1000, EXS_CREDIT_WAIT, b->q, NULL, UNREG);
+		break;
+	case B_BLOCKING_SEND:
+		exs_blocking_send(b->fd, b->buf, 1000, 0, UNREG);
+		break;
+	case B_POLL:
+		exs_poll(&p, 1, -1);
+		break;
+	case B_DISABLED:
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+		exs_qdequeue(b->q, &ev, 1, &short_tv);
+		break;
+	}
+	return (void *)1;
+}
+
+/* start a thread blocked as `kind`, cancel it after 200 ms: what join saw */
+static void *cancel_blocked(struct blocked *b)
+{
+	struct timespec ts;
+	pthread_t th;
+	void *res = NULL;
+
+	if (pthread_create(&th, NULL, block_in, b))
+		return NULL;
+	usleep(200000);
+	pthread_cancel(th);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 5;
+	if (pthread_timedjoin_np(th, &res, &ts)) {
+		printf("  (the thread did not end in 5 s; the suite cannot go on)\n");
+		_exit(1);
+	}
+	return res;
+}
+
+static bool close_event_comes(exs_qhandle_t q)
+{
+	int fd = exs_socket(AF_INET, SOCK_STREAM, 0);
+	exs_event_t ev;
+
+	exs_close(fd, 0, q, (void *)9);
+	ev = next_event(q, WAIT_S * 1000);
+	return event_is(&ev, EXS_EVT_CLOSE, fd, (void *)9, 0);
+}
+
+static void cancelling(void)
+{
+	static char sb[4096], rb[4096];
+	exs_qhandle_t q = exs_qcreate(8);
+	struct blocked b = { .q = q };
+	exs_event_t ev;
+	int a, c;
+
+	b.kind = B_DEQUEUE;
+	report(cancel_blocked(&b) == PTHREAD_CANCELED && close_event_comes(q), "11.3.1",
+	       "a thread cancelled in exs_qdequeue without timeout ends; the queue works after");
+	b.kind = B_DEQUEUE_TMO;
+	report(cancel_blocked(&b) == PTHREAD_CANCELED && close_event_comes(q), "11.3.1",
+	       "a thread cancelled in exs_qdequeue with a timeout ends; the queue works after");
+	b.kind = B_DISABLED;
+	report(cancel_blocked(&b) == (void *)1, "11.3.1",
+	       "with cancellation disabled by the caller, exs_qdequeue is not cancelled");
+	if (!make_pair(SOCK_SEQPACKET, 1, 1, &a, &c)) {
+		report(false, "11.3.1", "SEQPACKET connection with 1 credit");
+		exs_qdelete(q);
+		return;
+	}
+	fill(sb, sizeof(sb), 5);
+	exs_send(a, sb, 1000, 0, q, (void *)1, UNREG); /* takes the one credit */
+	b.fd = a, b.buf = sb;
+	b.kind = B_CREDIT_WAIT;
+	report(cancel_blocked(&b) == PTHREAD_CANCELED, "11.3.1",
+	       "a thread cancelled in an EXS_CREDIT_WAIT send ends");
+	b.kind = B_BLOCKING_SEND;
+	report(cancel_blocked(&b) == PTHREAD_CANCELED, "11.3.1",
+	       "a thread cancelled in exs_blocking_send's credit wait ends");
+	b.fd = c, b.kind = B_POLL;
+	report(cancel_blocked(&b) == PTHREAD_CANCELED, "11.3.1", "a thread cancelled in exs_poll ends");
+	exs_recv(c, rb, sizeof(rb), 0, q, (void *)2, UNREG);
+	exs_event_t e1 = next_event(q, WAIT_S * 1000), e2 = next_event(q, WAIT_S * 1000);
+	report(e1.exs_evt_type + e2.exs_evt_type == EXS_EVT_SEND + EXS_EVT_RECV && !e1.exs_evt_errno &&
+	       !e2.exs_evt_errno && same(rb, 1000, 5), "11.3.1",
+	       "after the cancels the first send is received, checked: no lock left held");
+	exs_recv(c, rb, sizeof(rb), 0, q, (void *)3, UNREG);
+	report(exs_blocking_send(a, sb, 2000, 0, UNREG) == 2000 &&
+	       (ev = next_event(q, WAIT_S * 1000), ev.exs_evt_type == EXS_EVT_RECV) && ev_len(&ev) == 2000,
+	       "11.3.1", "and a new blocking send works");
+	struct pollfd p = { .fd = a, .events = POLLOUT };
+	report(exs_poll(&p, 1, WAIT_S * 1000) == 1 && p.revents == POLLOUT, "11.3.1",
+	       "exs_poll works after a cancelled exs_poll");
+	exs_blocking_close(a);
+	exs_blocking_close(c);
+	expect_ok("11.3.1", "exs_qdelete: the cancelled send let go of the queue", exs_qdelete(q));
+}
+
 int main(int argc, char **argv)
 {
 	double t0 = now();
@@ -1405,6 +1527,7 @@ int main(int argc, char **argv)
 	polling();
 	modifying();
 	forking();
+	cancelling();
 	printf("%d passed, %d failed (%.1f s)\n", passed, failed, now() - t0);
 	return failed ? 1 : 0;
 }
