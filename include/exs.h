@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <netinet/in.h>
+#include <poll.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -138,9 +139,13 @@ int exs_qdequeue(exs_qhandle_t qhandle, exs_event_t *event_vector, int count,
 		 struct timeval *timeout);
 int exs_qmodify(exs_qhandle_t qhandle, int attr, const void *value);
 int exs_qstatus(exs_qhandle_t qhandle, int attr, void *value);
+/* an eventfd readable while events wait in the queue; closed by exs_qdelete */
+int exs_qfd(exs_qhandle_t qhandle);
 
 exs_mhandle_t exs_mregister(void *address, size_t length, int flags);
 int exs_mderegister(exs_mhandle_t mhandle, int flags);
+/* a registration's new length (from the same address) and flags */
+int exs_mmodify(exs_mhandle_t mhandle, size_t length, int flags);
 
 int exs_socket(int domain, int socket_type, int protocol);
 int exs_bind(int fd, const struct sockaddr *address, socklen_t addrlen);
@@ -170,6 +175,9 @@ ssize_t exs_write(int fd, const void *write_buffer, size_t write_length);
 ssize_t exs_read(int fd, void *read_buffer, size_t max_length);
 
 int exs_fcntl(int fd, int command, ...);
+
+/* readiness of EXS sockets, as poll(2) reports it (exs_poll(3)) */
+int exs_poll(struct pollfd *fds, nfds_t nfds, int timeout);
 
 #ifdef __cplusplus
 }

@@ -5,9 +5,11 @@
  * Socket, set-up and connection logic lives in sock.c, broker.c and conn.c.
  */
 #include <limits.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "exs_int.h"
 
@@ -30,12 +32,34 @@ static int fail_unlock(int neg)
 	return exs_err(-neg);
 }
 
+/*
+ * Guide §11.3.2: EXS is not usable in a child after fork() without exec.
+ * The child shares the parent's exsd channel and device contexts and has
+ * no progress thread; a call there could only disturb the parent's
+ * connections, so every call refuses with ENOTSUP. Set in the child by
+ * pthread_atfork, read without a lock (nothing else runs in the child).
+ */
+static bool forked_child;
+
+static void on_fork_child(void)
+{
+	forked_child = true;
+}
+
+static bool in_child(void)
+{
+	return __builtin_expect(forked_child, 0);
+}
+
 int exs_init(int version)
 {
+	EXS_NOCANCEL;
 	pthread_condattr_t ca;
 	const char *path;
 	int ret;
 
+	if (in_child())
+		return exs_err(ENOTSUP);
 	if (version != EXS_VERSION1)
 		return exs_err(EINVAL);
 	LOCK();
@@ -43,6 +67,15 @@ int exs_init(int version)
 		UNLOCK();
 		return 0;
 	}
+	/* before any verbs resource: registered pages stay out of a child
+	 * (a no-op where the kernel copies pinned pages at fork) */
+	if (!getenv("EXS_FORK_UNSAFE")) {
+		ret = ibv_fork_init();
+		if (ret)
+			return fail_unlock(-ret);
+	}
+	if (pthread_atfork(NULL, NULL, on_fork_child))
+		return fail_unlock(-ENOMEM);
 	exs_g.socks = calloc(EXS_MAX_SOCKETS, sizeof(*exs_g.socks));
 	if (!exs_g.socks)
 		return fail_unlock(-ENOMEM);
@@ -70,12 +103,14 @@ static bool inited(void)
 	return __atomic_load_n(&exs_g.inited, __ATOMIC_ACQUIRE);
 }
 
+
 /* ---- queues */
 
 exs_qhandle_t exs_qcreate(int depth)
 {
-	if (!inited()) {
-		errno = EINVAL;
+	EXS_NOCANCEL;
+	if (in_child() || !inited()) {
+		errno = in_child() ? ENOTSUP : EINVAL;
 		return EXS_QHANDLE_INVALID;
 	}
 	struct exs_queue *q = exs_queue_new(depth);
@@ -85,8 +120,11 @@ exs_qhandle_t exs_qcreate(int depth)
 
 int exs_qdelete(exs_qhandle_t q)
 {
+	EXS_NOCANCEL;
 	int ret;
 
+	if (in_child())
+		return exs_err(ENOTSUP);
 	if (!inited())
 		return exs_err(EINVAL);
 	ret = exs_queue_delete(q);
@@ -101,20 +139,26 @@ static bool timeval_ok(const struct timeval *t)
 
 int exs_qdequeue(exs_qhandle_t q, exs_event_t *ev, int count, struct timeval *timeout)
 {
+	EXS_NOCANCEL;
 	int ret;
 
+	if (in_child())
+		return exs_err(ENOTSUP);
 	if (!inited() || !ev || count == 0 || count < -EXS_MAX_QDEPTH ||
 	    !timeval_ok(timeout))
 		return exs_err(EINVAL);
-	ret = exs_queue_dequeue(q, ev, count, timeout);
+	ret = exs_queue_dequeue(q, ev, count, timeout, true);
 	return ret < 0 ? exs_err(-ret) : ret;
 }
 
 /* Attribute values are ints (guide §11.2.7-11.2.8; see exs.h). */
 int exs_qmodify(exs_qhandle_t q, int attr, const void *value)
 {
+	EXS_NOCANCEL;
 	int ret;
 
+	if (in_child())
+		return exs_err(ENOTSUP);
 	if (!inited() || !value)
 		return exs_err(EINVAL);
 	ret = exs_queue_modify(q, attr, *(const int *)value);
@@ -123,25 +167,55 @@ int exs_qmodify(exs_qhandle_t q, int attr, const void *value)
 
 int exs_qstatus(exs_qhandle_t q, int attr, void *value)
 {
+	EXS_NOCANCEL;
 	int ret;
 
+	if (in_child())
+		return exs_err(ENOTSUP);
 	if (!inited() || !value)
 		return exs_err(EINVAL);
 	ret = exs_queue_status(q, attr, value);
 	return ret ? exs_err(-ret) : 0;
 }
 
+int exs_qfd(exs_qhandle_t q)
+{
+	EXS_NOCANCEL;
+	int ret;
+
+	if (in_child())
+		return exs_err(ENOTSUP);
+	if (!inited())
+		return exs_err(EINVAL);
+	ret = exs_queue_fd(q);
+	return ret < 0 ? exs_err(-ret) : ret;
+}
+
 /* ---- registration */
 
-exs_mhandle_t exs_mregister(void *address, size_t length, int flags)
+/* The registration flags a caller may pass. */
+static int mreg_known_flags(void)
 {
-	struct exs_mreg *m;
-	int known = EXS_MRF_RECV_DISABLE, i, err = 0;
+	int known = EXS_MRF_RECV_DISABLE;
 
 #ifndef EXS_DISABLE_DEPRECATED
 	known |= EXS_ACCESS_ALL;
 #endif
-	if (!inited() || !address || !length || length > EXS_MAX_XFER * 2 || (flags & ~known) ||
+	return known;
+}
+
+exs_mhandle_t exs_mregister(void *address, size_t length, int flags)
+{
+	EXS_NOCANCEL;
+	struct exs_mreg *m;
+	int i, err = 0;
+
+	if (in_child()) {
+		errno = ENOTSUP;
+		return EXS_MHANDLE_INVALID;
+	}
+	if (!inited() || !address || !length || length > EXS_MAX_XFER * 2 ||
+	    (flags & ~mreg_known_flags()) ||
 	    (uintptr_t)address + length < (uintptr_t)address) {
 		errno = EINVAL;
 		return EXS_MHANDLE_INVALID;
@@ -173,10 +247,13 @@ exs_mhandle_t exs_mregister(void *address, size_t length, int flags)
 
 int exs_mderegister(exs_mhandle_t mh, int flags)
 {
+	EXS_NOCANCEL;
 	int ret;
 
 	struct exs_mreg *m;
 
+	if (in_child())
+		return exs_err(ENOTSUP);
 	if (!inited() || flags)
 		return exs_err(EINVAL);
 	LOCK();
@@ -186,13 +263,37 @@ int exs_mderegister(exs_mhandle_t mh, int flags)
 	return ret ? exs_err(-ret) : 0;
 }
 
+int exs_mmodify(exs_mhandle_t mh, size_t length, int flags)
+{
+	EXS_NOCANCEL;
+	struct exs_mreg *m;
+	int ret;
+
+	if (in_child())
+		return exs_err(ENOTSUP);
+	if (!inited() || !length || length > EXS_MAX_XFER * 2 || (flags & ~mreg_known_flags()))
+		return exs_err(EINVAL);
+	LOCK();
+	m = exs_mreg_get(mh);
+	if (!m)
+		return fail_unlock(-EINVAL);
+	if ((uintptr_t)m->addr + length < (uintptr_t)m->addr)
+		return fail_unlock(-EINVAL);
+	ret = exs_mreg_modify(m, length, flags & EXS_MRF_RECV_DISABLE);
+	UNLOCK();
+	return ret ? exs_err(-ret) : 0;
+}
+
 /* ---- sockets */
 
 int exs_socket(int domain, int type, int protocol)
 {
+	EXS_NOCANCEL;
 	struct exs_sock *s;
 	int fd;
 
+	if (in_child())
+		return exs_err(ENOTSUP);
 	if (!inited())
 		return exs_err(EINVAL);
 	if (domain != AF_INET && domain != AF_INET6)
@@ -216,8 +317,8 @@ static struct exs_sock *sock_lock(int fd)
 {
 	struct exs_sock *s;
 
-	if (!inited()) {
-		errno = EINVAL;
+	if (in_child() || !inited()) {
+		errno = in_child() ? ENOTSUP : EINVAL;
 		return NULL;
 	}
 	LOCK();
@@ -251,6 +352,7 @@ static socklen_t addr_len(int domain)
 
 int exs_bind(int fd, const struct sockaddr *address, socklen_t addrlen)
 {
+	EXS_NOCANCEL;
 	struct exs_sock *s = sock_lock(fd);
 	int ret;
 
@@ -264,6 +366,7 @@ int exs_bind(int fd, const struct sockaddr *address, socklen_t addrlen)
 
 int exs_listen(int fd, int backlog)
 {
+	EXS_NOCANCEL;
 	struct exs_sock *s = sock_lock(fd);
 	int ret;
 
@@ -286,6 +389,8 @@ static int block_begin(int flags, exs_qhandle_t qh, bool null_ok, struct exs_que
 		       struct exs_queue **ret_pq)
 {
 	*ret_q = *ret_pq = NULL;
+	if (in_child()) /* before any lock: one may have been held at fork */
+		return exs_err(ENOTSUP);
 	if (!(flags & EXS_BLOCK)) {
 		if ((qh || !null_ok) && exs_queue_hold(qh, ret_q))
 			return exs_err(EINVAL);
@@ -313,7 +418,7 @@ static int block_end(struct exs_queue *q, struct exs_queue *pq, int ret, exs_eve
 	}
 	if (!pq)
 		return 0;
-	n = exs_queue_dequeue(pq->h, ret_ev, 1, NULL);
+	n = exs_queue_dequeue(pq->h, ret_ev, 1, NULL, false);
 	exs_queue_delete(pq->h);
 	if (n != 1)
 		return exs_err(EIO);
@@ -324,6 +429,7 @@ static int block_end(struct exs_queue *q, struct exs_queue *pq, int ret, exs_eve
 
 int exs_accept(int fd, struct exs_acceptaddr *vec, int count, int flags, exs_qhandle_t qh)
 {
+	EXS_NOCANCEL;
 	struct exs_accept_slot slots[16], *sl = slots;
 	struct exs_queue *q, *pq;
 	struct exs_sock *s;
@@ -355,6 +461,7 @@ int exs_accept(int fd, struct exs_acceptaddr *vec, int count, int flags, exs_qha
 
 int exs_blocking_accept(int fd, struct sockaddr *peer_address, socklen_t *peer_addrlen)
 {
+	EXS_NOCANCEL;
 	struct exs_acceptaddr aa = { .exs_addr = peer_address };
 	int ret;
 
@@ -371,6 +478,7 @@ int exs_blocking_accept(int fd, struct sockaddr *peer_address, socklen_t *peer_a
 int exs_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, int flags,
 		struct timeval *timeout, exs_qhandle_t qh, exs_ahandle_t ah)
 {
+	EXS_NOCANCEL;
 	struct exs_queue *q, *pq;
 	struct exs_sock *s;
 	exs_event_t ev;
@@ -394,11 +502,13 @@ int exs_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, int flag
 
 int exs_blocking_connect(int fd, const struct sockaddr *addr, socklen_t addrlen)
 {
+	EXS_NOCANCEL;
 	return exs_connect(fd, addr, addrlen, EXS_BLOCK, NULL, NULL, NULL);
 }
 
 int exs_close(int fd, int flags, exs_qhandle_t qh, exs_ahandle_t ah)
 {
+	EXS_NOCANCEL;
 	struct exs_queue *q, *pq;
 	struct exs_sock *s;
 	exs_event_t ev;
@@ -417,11 +527,13 @@ int exs_close(int fd, int flags, exs_qhandle_t qh, exs_ahandle_t ah)
 
 int exs_blocking_close(int fd)
 {
+	EXS_NOCANCEL;
 	return exs_close(fd, EXS_BLOCK, NULL, NULL);
 }
 
 int exs_shutdown(int fd, int how, int flags, exs_qhandle_t qh, exs_ahandle_t ah)
 {
+	EXS_NOCANCEL;
 	static const int dirs[] = { [SHUT_RD] = EXS_DIR_RD, [SHUT_WR] = EXS_DIR_WR,
 				    [SHUT_RDWR] = EXS_DIR_RD | EXS_DIR_WR };
 	struct exs_queue *q, *pq;
@@ -441,6 +553,20 @@ int exs_shutdown(int fd, int how, int flags, exs_qhandle_t qh, exs_ahandle_t ah)
 }
 
 /* ---- data */
+
+/* A thread cancelled in its credit wait (guide §11.3.1): nothing was
+ * started, so what block_end would undo is undone here. */
+struct xfer_wait {
+	struct exs_queue *q, *pq;
+};
+
+static void xfer_cancelled(void *arg)
+{
+	struct xfer_wait *w = arg;
+
+	UNLOCK();
+	block_end(w->q, w->pq, -ECANCELED, NULL);
+}
 
 static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhandle_t qh,
 		    exs_ahandle_t ah, exs_mhandle_t mh)
@@ -495,7 +621,9 @@ static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhan
 		if (ret != -EBUSY || !(flags & (EXS_CREDIT_WAIT | EXS_BLOCK)))
 			break;
 		exs_progress_arm(); /* the completion that frees a credit must wake us */
-		pthread_cond_wait(&exs_g.cond, &exs_g.lock);
+		struct xfer_wait w = { q, pq };
+
+		exs_cond_wait(&exs_g.cond, &exs_g.lock, NULL, true, xfer_cancelled, &w);
 		if (exs_sock_by_id(id) != s || s->state != EXS_S_CONNECTED) {
 			ret = -ECONNRESET;
 			break;
@@ -513,33 +641,111 @@ out_noloc:
 ssize_t exs_send(int fd, const void *buf, size_t len, int flags, exs_qhandle_t q,
 		 exs_ahandle_t ah, exs_mhandle_t mh)
 {
+	EXS_NOCANCEL;
 	return xfer(EXS_EVT_SEND, fd, (void *)buf, len, flags, q, ah, mh);
 }
 
 ssize_t exs_recv(int fd, void *buf, size_t len, int flags, exs_qhandle_t q, exs_ahandle_t ah,
 		 exs_mhandle_t mh)
 {
+	EXS_NOCANCEL;
 	return xfer(EXS_EVT_RECV, fd, buf, len, flags, q, ah, mh);
 }
 
 ssize_t exs_blocking_send(int fd, const void *buf, size_t len, int flags, exs_mhandle_t mh)
 {
+	EXS_NOCANCEL;
 	return exs_send(fd, buf, len, flags | EXS_BLOCK, NULL, NULL, mh);
 }
 
 ssize_t exs_blocking_recv(int fd, void *buf, size_t len, int flags, exs_mhandle_t mh)
 {
+	EXS_NOCANCEL;
 	return exs_recv(fd, buf, len, flags | EXS_BLOCK, NULL, NULL, mh);
 }
 
 ssize_t exs_write(int fd, const void *buf, size_t len)
 {
+	EXS_NOCANCEL;
 	return exs_send(fd, buf, len, EXS_BLOCK, NULL, NULL, EXS_MHANDLE_UNREGISTERED);
 }
 
 ssize_t exs_read(int fd, void *buf, size_t len)
 {
+	EXS_NOCANCEL;
 	return exs_recv(fd, buf, len, EXS_BLOCK, NULL, NULL, EXS_MHANDLE_UNREGISTERED);
+}
+
+/* ---- readiness */
+
+/* Lock held: fill every revents; how many are nonzero. */
+static int poll_scan(struct pollfd *fds, nfds_t n)
+{
+	int ready = 0;
+
+	for (nfds_t i = 0; i < n; i++) {
+		struct exs_sock *s;
+
+		fds[i].revents = 0;
+		if (fds[i].fd < 0)
+			continue; /* poll(2): ignored */
+		s = exs_sock_get(fds[i].fd);
+		if (!s || s->state == EXS_S_FREE || s->state == EXS_S_ACCEPTING ||
+		    s->state == EXS_S_CLOSING || s->close_deferred)
+			fds[i].revents = POLLNVAL;
+		else
+			fds[i].revents = exs_sock_poll(s, fds[i].events);
+		if (fds[i].revents)
+			ready++;
+	}
+	return ready;
+}
+
+static void poll_cancelled(void *unused)
+{
+	(void)unused;
+	exs_g.pollers--;
+	UNLOCK();
+}
+
+int exs_poll(struct pollfd *fds, nfds_t nfds, int timeout)
+{
+	EXS_NOCANCEL;
+	struct timespec deadline;
+	int ready;
+
+	if (in_child())
+		return exs_err(ENOTSUP);
+	if (!inited() || (!fds && nfds) || nfds > EXS_MAX_SOCKETS)
+		return exs_err(EINVAL);
+	if (timeout > 0) {
+		clock_gettime(CLOCK_MONOTONIC, &deadline);
+		deadline.tv_sec += timeout / 1000;
+		deadline.tv_nsec += (long)(timeout % 1000) * 1000000;
+		if (deadline.tv_nsec >= 1000000000) {
+			deadline.tv_sec++;
+			deadline.tv_nsec -= 1000000000;
+		}
+	}
+	LOCK();
+	exs_g.pollers++;
+	for (;;) {
+		ready = poll_scan(fds, nfds);
+		if (ready || timeout == 0)
+			break;
+		exs_progress_arm(); /* the completion that makes one ready must wake us */
+		ready = poll_scan(fds, nfds); /* arming took what had come */
+		if (ready)
+			break;
+		if (exs_cond_wait(&exs_g.cond, &exs_g.lock, timeout < 0 ? NULL : &deadline, true,
+				  poll_cancelled, NULL) == ETIMEDOUT) {
+			ready = poll_scan(fds, nfds);
+			break;
+		}
+	}
+	exs_g.pollers--;
+	UNLOCK();
+	return ready;
 }
 
 /* ---- tuning (guide §7) */
@@ -553,6 +759,7 @@ static bool fcntl_takes_arg(int cmd)
 
 int exs_fcntl(int fd, int cmd, ...)
 {
+	EXS_NOCANCEL;
 	struct exs_sock *s;
 	va_list ap;
 	int arg = 0, ret;

@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "exs_int.h"
 
@@ -112,9 +113,14 @@ int exs_conn_create(int fd, int type, const char *devname, bool iwarp,
 	}
 	n = (size_t)c->nrecv * c->rsz + c->nsend * sizeof(*c->msg) +
 	    (c->sp_cap ? (size_t)credits * c->esz : 0);
-	c->mem = calloc(1, n);
-	if (!c->mem)
+	/* pages of its own: after ibv_fork_init a registered page is left out
+	 * of a child, and must not hold the allocator's data (guide §11.3.2) */
+	c->mem = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (c->mem == MAP_FAILED) {
+		c->mem = NULL;
 		goto fail;
+	}
+	c->mem_len = n;
 	c->rbuf = c->mem;
 	c->msg = (struct exs_wire_msg *)(c->rbuf + (size_t)c->nrecv * c->rsz);
 	c->ebuf = (char *)(c->msg + c->nsend);
@@ -197,7 +203,8 @@ void exs_conn_destroy(struct exs_conn *c)
 		ibv_destroy_cq(c->cq);
 	if (c->mem_mr)
 		ibv_dereg_mr(c->mem_mr);
-	free(c->mem);
+	if (c->mem)
+		munmap(c->mem, c->mem_len);
 	free(c->pool);
 	free(c->pool_len);
 	free(c->rfifo);
@@ -1476,6 +1483,25 @@ bool exs_conn_reset_before_eof(const struct exs_conn *c)
 bool exs_conn_finished(const struct exs_conn *c)
 {
 	return c->tx == EXS_TX_DONE || (c->link == EXS_LINK_RESET && c->tx != EXS_TX_ABORT_SENT);
+}
+
+/* exs_poll's POLLOUT: a send started now is taken, not refused with EBUSY,
+ * EPIPE or ECONNRESET. */
+bool exs_conn_send_ready(const struct exs_conn *c)
+{
+	return c->link != EXS_LINK_RESET && c->tx == EXS_TX_OPEN && c->nsfree &&
+	       credits_in_use(c->alloc, c->nsfree) < (int)c->credits;
+}
+
+/* exs_poll's POLLIN: a receive started now completes without waiting for
+ * the peer: a small message (or the peer's RTS for one) or bytes of the
+ * stream buffer (§7.6) wait, or it ends at once with EOF or ECONNRESET.
+ * Without a stream buffer a stream's data only ever lands in receives
+ * already posted, so such a stream is readable only at its end. */
+bool exs_conn_recv_ready(const struct exs_conn *c)
+{
+	return c->pool_count > 0 || (c->seq && c->rts_pending) || c->rx != EXS_RX_OPEN ||
+	       c->link == EXS_LINK_RESET;
 }
 
 void exs_conn_stats(const struct exs_conn *c, ExsCtl__SockStats *x)

@@ -103,6 +103,7 @@ struct exs_queue {
 	int wait; /* EXS_WAIT_* */
 	int sig; /* EXS_QATTR_SIGNAL: raised on every post, 0 none */
 	bool used; /* dequeued from or posted to: EXS_QATTR_WAIT is fixed */
+	int efd; /* exs_qfd: readable while events wait; -1 until asked for */
 };
 struct exs_queue *exs_queue_new(int depth);
 /* The live queue a handle names, or NULL: a handle of a deleted queue
@@ -114,10 +115,33 @@ int exs_queue_hold(exs_qhandle_t h, struct exs_queue **ret_q);
 /* These take the handle, so that a queue deleted (and its object reused)
  * while the call waits is seen as gone: -EINVAL. */
 int exs_queue_delete(exs_qhandle_t h);
-int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct timeval *tmo);
+/* cancellable: the wait is a cancellation point (guide §11.3.1) */
+int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct timeval *tmo,
+		      bool cancellable);
 int exs_queue_modify(exs_qhandle_t h, int attr, int value);
 int exs_queue_status(exs_qhandle_t h, int attr, int *value);
+int exs_queue_fd(exs_qhandle_t h);
 void exs_queue_post(struct exs_queue *q, const exs_event_t *ev);
+/*
+ * Thread cancellation (guide §11.3.1): every public call runs with
+ * cancellation disabled (EXS_NOCANCEL, restored on every return), so that
+ * no cancellation point inside the library (a write to exsd, say) can end
+ * a thread that holds a lock. Only the waits that exs(7) names open it,
+ * and only if the caller had it enabled: exs_cancel_open/close around a
+ * condition wait whose cleanup handler releases that wait's mutex.
+ */
+int exs_nocancel_enter(void);
+void exs_nocancel_leave(int *unused);
+#define EXS_NOCANCEL \
+	int exs_nocancel_ __attribute__((cleanup(exs_nocancel_leave), unused)) = exs_nocancel_enter()
+bool exs_cancel_open(void);
+void exs_cancel_close(bool opened);
+void exs_cancel_unlock(void *mutex); /* a cleanup handler: unlocks it */
+/* pthread_cond_(timed)wait (deadline NULL: none), a cancellation point if
+ * `cancellable` and the caller allows it, `cleanup(arg)` run if cancelled;
+ * returns what the wait did (ETIMEDOUT) */
+int exs_cond_wait(pthread_cond_t *cond, pthread_mutex_t *m, const struct timespec *deadline,
+		  bool cancellable, void (*cleanup)(void *), void *arg);
 void exs_queue_ref(struct exs_queue *q);
 void exs_queue_unref(struct exs_queue *q);
 /* Set by exs_init: polls every connection's CQ from the calling thread, so
@@ -161,6 +185,7 @@ struct exs_mreg *exs_mreg_new(void *addr, size_t len, int flags);
  * it cannot be deregistered while the caller uses it). */
 struct exs_mreg *exs_mreg_get(exs_mhandle_t h);
 int exs_mreg_delete(struct exs_mreg *m);
+int exs_mreg_modify(struct exs_mreg *m, size_t len, int flags);
 struct ibv_mr *exs_mreg_mr(struct exs_mreg *m, struct exs_dev *d);
 int exs_verbs_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, bool guard);
 int exs_verbs_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr);
@@ -224,7 +249,8 @@ struct exs_conn {
 	uint32_t credits; /* negotiated */
 	/* one registered block: nrecv receive buffers of rsz bytes, nsend
 	 * control message send slots, alloc eager send buffers of esz bytes */
-	char *mem;
+	char *mem; /* mmap'd: pages of its own */
+	size_t mem_len;
 	struct ibv_mr *mem_mr;
 	char *rbuf, *ebuf;
 	struct exs_wire_msg *msg;
@@ -308,6 +334,8 @@ bool exs_conn_wr_done(const struct exs_conn *c);
 bool exs_conn_rd_done(const struct exs_conn *c);
 bool exs_conn_reset_before_eof(const struct exs_conn *c);
 bool exs_conn_finished(const struct exs_conn *c);
+bool exs_conn_send_ready(const struct exs_conn *c);
+bool exs_conn_recv_ready(const struct exs_conn *c);
 void exs_conn_stats(const struct exs_conn *c, ExsCtl__SockStats *x);
 
 /* ---- sock.c: the fd table and each socket's life cycle */
@@ -397,6 +425,8 @@ void exs_sock_busy(struct exs_sock *s);
 bool exs_sock_unbusy(struct exs_sock *s);
 int exs_sock_shutdown(struct exs_sock *s, int dirs, struct exs_queue *q, exs_ahandle_t ah);
 int exs_sock_fcntl(struct exs_sock *s, int cmd, int arg);
+short exs_sock_poll(struct exs_sock *s, short events);
+void exs_sock_wake_pollers(void);
 
 /* ---- broker.c: the library's half of the connection set-up that exsd
  * brokers, and what else exsd tells or asks about sockets */
@@ -444,6 +474,7 @@ struct exs_global {
 	 * re-armed by a waiter before it sleeps, or by the progress thread
 	 * within EXS_REARM_US when nobody polls */
 	unsigned spinners, ndisarmed;
+	unsigned pollers; /* threads waiting in exs_poll: progress wakes them */
 	/* nclosing, nprobing, nbusypoll and ndisarmed are read without the
 	 * lock by the progress thread: change them only through EXS_COUNT */
 	int comp_cpu; /* EXS_F_SETCOMPTHREADCPU; INT_MAX: not pinned */

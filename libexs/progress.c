@@ -93,8 +93,10 @@ static void ctl_input(int fd)
 			return;
 		pthread_mutex_lock(&exs_g.lock);
 		ret = exs_ctl_take(fd, buf, n, &m);
-		if (ret > 0)
+		if (ret > 0) {
 			exs_broker_input(m);
+			exs_sock_wake_pollers(); /* a connection request, say */
+		}
 		pthread_mutex_unlock(&exs_g.lock);
 	} while (ret >= 0 && fd == __atomic_load_n(&exs_g.ctl_fd, __ATOMIC_RELAXED));
 }

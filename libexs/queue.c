@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -101,6 +102,7 @@ struct exs_queue *exs_queue_new(int depth)
 	q->wait = EXS_WAIT_ADAPTIVE;
 	q->sig = 0;
 	q->used = false;
+	q->efd = -1;
 	q->h = (exs_qhandle_t)exs_htab_publish(&qtab, idx, q);
 	__atomic_store_n(&q->live, true, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&q->lock);
@@ -122,6 +124,9 @@ int exs_queue_delete(exs_qhandle_t h)
 	free(q->ev);
 	q->ev = NULL;
 	q->cap = q->count = 0;
+	if (q->efd >= 0)
+		close(q->efd);
+	q->efd = -1;
 	pthread_cond_broadcast(&q->cond); /* waiters see their handle gone */
 	pthread_mutex_unlock(&q->lock);
 	exs_htab_release(&qtab, q->idx, q);
@@ -162,6 +167,51 @@ static int resize(struct exs_queue *q, unsigned depth)
 	return 0;
 }
 
+/*
+ * exs_qfd: the eventfd is readable exactly while events wait. Its counter
+ * goes to 1 when the first event comes and back to 0 when the last is
+ * dequeued (q->lock held for both, so they cannot cross).
+ */
+static void efd_signal(struct exs_queue *q)
+{
+	uint64_t one = 1;
+
+	if (q->efd >= 0 && write(q->efd, &one, sizeof(one)) < 0) {
+		/* EAGAIN only: the counter is far from full, it is set already */
+	}
+}
+
+static void efd_drain(struct exs_queue *q)
+{
+	uint64_t v;
+
+	if (q->efd >= 0 && read(q->efd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: nothing was signalled */
+	}
+}
+
+int exs_queue_fd(exs_qhandle_t h)
+{
+	struct exs_queue *q = lock_handle(h);
+	int ret;
+
+	if (!q)
+		return -EINVAL;
+	if (q->efd < 0) {
+		q->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (q->efd < 0) {
+			ret = -errno;
+			pthread_mutex_unlock(&q->lock);
+			return ret;
+		}
+		if (q->count)
+			efd_signal(q);
+	}
+	ret = q->efd;
+	pthread_mutex_unlock(&q->lock);
+	return ret;
+}
+
 /* Post an event; drops the reference of the operation that posts it. */
 void exs_queue_post(struct exs_queue *q, const exs_event_t *ev)
 {
@@ -175,6 +225,8 @@ void exs_queue_post(struct exs_queue *q, const exs_event_t *ev)
 		goto out; /* out of memory: nothing sane left to do, the event is lost */
 	q->ev[(q->head + q->count) % q->cap] = *ev;
 	q->count++;
+	if (q->count == 1)
+		efd_signal(q);
 	sig = q->sig;
 	pthread_cond_broadcast(&q->cond);
 out:
@@ -234,6 +286,73 @@ int exs_queue_status(exs_qhandle_t h, int attr, int *value)
 		ret = -EINVAL;
 	pthread_mutex_unlock(&q->lock);
 	return ret;
+}
+
+/* ---- thread cancellation (exs_int.h) */
+
+static __thread unsigned nocancel_depth; /* nested public calls */
+static __thread int caller_state, caller_type; /* what the outermost call found */
+
+int exs_nocancel_enter(void)
+{
+	if (nocancel_depth++ == 0)
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &caller_state);
+	return 0;
+}
+
+void exs_nocancel_leave(int *unused)
+{
+	(void)unused;
+	if (nocancel_depth && --nocancel_depth == 0)
+		pthread_setcancelstate(caller_state, NULL);
+}
+
+/* Deferred, whatever type the caller chose: an asynchronous cancel in a
+ * condition wait would be undefined. */
+bool exs_cancel_open(void)
+{
+	if (!nocancel_depth || caller_state != PTHREAD_CANCEL_ENABLE)
+		return false;
+	pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &caller_type);
+	pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+	return true;
+}
+
+void exs_cancel_close(bool opened)
+{
+	if (!opened)
+		return;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	pthread_setcanceltype(caller_type, NULL);
+}
+
+void exs_cancel_unlock(void *mutex)
+{
+	pthread_mutex_unlock(mutex);
+}
+
+static int wait_point(pthread_cond_t *cond, pthread_mutex_t *m, const struct timespec *deadline,
+		      void (*cleanup)(void *), void *arg)
+{
+	volatile int r = 0;
+
+	pthread_cleanup_push(cleanup, arg);
+	if (deadline)
+		r = pthread_cond_timedwait(cond, m, deadline);
+	else
+		pthread_cond_wait(cond, m);
+	pthread_cleanup_pop(0);
+	return r;
+}
+
+int exs_cond_wait(pthread_cond_t *cond, pthread_mutex_t *m, const struct timespec *deadline,
+		  bool cancellable, void (*cleanup)(void *), void *arg)
+{
+	bool open = cancellable && exs_cancel_open();
+	int r = wait_point(cond, m, deadline, cleanup, arg);
+
+	exs_cancel_close(open);
+	return r;
 }
 
 static void deadline_after(struct timespec *ts, const struct timeval *tmo)
@@ -312,7 +431,8 @@ static void adapt(struct exs_queue *q, uint64_t waited_us)
 		q->spin_us = ceiling;
 }
 
-int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct timeval *tmo)
+int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct timeval *tmo,
+		      bool cancellable)
 {
 	struct exs_queue *q;
 	unsigned want = count < 0 ? (unsigned)-(long)count : 1;
@@ -356,19 +476,18 @@ int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct 
 			pthread_mutex_lock(&q->lock);
 			continue;
 		}
-		if (tmo) {
-			if (pthread_cond_timedwait(&q->cond, &q->lock, &deadline) == ETIMEDOUT &&
-			    q->count < want)
-				goto out;
-		} else {
-			pthread_cond_wait(&q->cond, &q->lock);
-		}
+		if (exs_cond_wait(&q->cond, &q->lock, tmo ? &deadline : NULL, cancellable,
+				  exs_cancel_unlock, &q->lock) == ETIMEDOUT &&
+		    q->count < want)
+			goto out;
 	}
 	while (q->count && (unsigned)n < max) {
 		ev[n++] = q->ev[q->head];
 		q->head = (q->head + 1) % q->cap;
 		q->count--;
 	}
+	if (n && !q->count)
+		efd_drain(q);
 out:
 	pthread_mutex_unlock(&q->lock);
 	return n;

@@ -5,6 +5,7 @@
  * exsd brokers is broker.c's; the data path is the connection's (conn.c).
  * Everything here runs with exs_g.lock held.
  */
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -226,6 +227,51 @@ void exs_sock_progress(struct exs_sock *s)
 		return;
 	exs_conn_progress(s->conn);
 	exs_sock_maybe_finish_close(s);
+	exs_sock_wake_pollers();
+}
+
+/* ---- readiness (exs_poll) */
+
+/* Threads in exs_poll wait on exs_g.cond: what the progress thread took
+ * may have made a socket ready. Only when one waits: progress runs often. */
+void exs_sock_wake_pollers(void)
+{
+	if (exs_g.pollers)
+		pthread_cond_broadcast(&exs_g.cond);
+}
+
+/* The revents of s for `events`, as poll(2) reports them: POLLERR and
+ * POLLHUP whether asked for or not. */
+short exs_sock_poll(struct exs_sock *s, short events)
+{
+	struct exs_conn *c = s->conn;
+	short r = 0;
+
+	switch (s->state) {
+	case EXS_S_LISTENING:
+		if (s->req_count)
+			r |= POLLIN;
+		break;
+	case EXS_S_NEW:
+	case EXS_S_BOUND:
+		r |= POLLHUP; /* like an unconnected TCP socket: nothing will come */
+		break;
+	case EXS_S_CONNECTED:
+		if (!c)
+			break;
+		if (exs_conn_recv_ready(c))
+			r |= POLLIN;
+		if (exs_conn_send_ready(c))
+			r |= POLLOUT;
+		if (c->link == EXS_LINK_RESET)
+			r |= POLLERR | POLLHUP;
+		else if (exs_conn_rd_done(c) && c->tx != EXS_TX_OPEN)
+			r |= POLLHUP;
+		break;
+	default:
+		break;
+	}
+	return (short)(r & (events | POLLERR | POLLHUP));
 }
 
 /* ---- shutdown (guide §4.5) */
@@ -337,6 +383,7 @@ void exs_sock_tick(uint64_t now)
 		}
 		exs_sock_maybe_finish_close(s);
 	}
+	exs_sock_wake_pollers(); /* a PING given up on: reset */
 }
 
 static void close_listener(struct exs_sock *s)

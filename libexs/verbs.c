@@ -183,15 +183,55 @@ int exs_mreg_delete(struct exs_mreg *m)
 	return 0;
 }
 
+static int mreg_access(int flags)
+{
+	return flags & EXS_MRF_RECV_DISABLE ? 0 : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+}
+
 struct ibv_mr *exs_mreg_mr(struct exs_mreg *m, struct exs_dev *d)
 {
-	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-
-	if (m->flags & EXS_MRF_RECV_DISABLE)
-		access = 0;
 	if (!m->mr[d->index])
-		m->mr[d->index] = ibv_reg_mr(d->pd, m->addr, m->len, access);
+		m->mr[d->index] = ibv_reg_mr(d->pd, m->addr, m->len, mreg_access(m->flags));
 	return m->mr[d->index];
+}
+
+/*
+ * exs_mmodify: a new length (same start) and flags. Every device that has
+ * the region pinned pins the new range first, so a failure leaves the old
+ * registration whole; only then are the old ones let go. Not while an
+ * operation uses it: its keys are the old ones.
+ */
+int exs_mreg_modify(struct exs_mreg *m, size_t len, int flags)
+{
+	struct ibv_mr *n[EXS_MAX_DEVS] = { 0 };
+	int i, err = 0;
+
+	if (m->refs)
+		return -EBUSY;
+	if (len == m->len && mreg_access(flags) == mreg_access(m->flags)) {
+		m->flags = flags;
+		return 0;
+	}
+	for (i = 0; i < EXS_MAX_DEVS && !err; i++) {
+		if (!m->mr[i])
+			continue;
+		n[i] = ibv_reg_mr(m->mr[i]->pd, m->addr, len, mreg_access(flags));
+		if (!n[i])
+			err = errno ? -errno : -ENOMEM;
+	}
+	for (i = 0; i < EXS_MAX_DEVS; i++) {
+		struct ibv_mr *gone = err ? n[i] : m->mr[i];
+
+		if (gone)
+			ibv_dereg_mr(gone);
+		if (!err)
+			m->mr[i] = n[i];
+	}
+	if (err)
+		return err;
+	m->len = len;
+	m->flags = flags;
+	return 0;
 }
 
 /*

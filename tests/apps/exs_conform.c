@@ -15,6 +15,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -22,7 +23,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <exs.h>
@@ -1045,6 +1050,30 @@ static bool stream_flow(int a, int b, const size_t *sizes, int nsizes, size_t to
 	return ok;
 }
 
+/* STREAM with a stream buffer: 10 B sent to no receive wait at `b`, so
+ * exs_poll says POLLIN, and a receive started then gets them */
+static bool buffered_readable(int a, int b)
+{
+	static const char msg[10] = "buffered!";
+	char in[64];
+	exs_qhandle_t q = exs_qcreate(4);
+	struct pollfd p = { .fd = b, .events = POLLIN };
+	exs_event_t ev[2];
+	const exs_event_t *r;
+	int n;
+
+	if (q == EXS_QHANDLE_INVALID || exs_send(a, msg, sizeof(msg), 0, q, NULL, UNREG))
+		return false;
+	n = exs_poll(&p, 1, WAIT_S * 1000);
+	exs_recv(b, in, sizeof(in), 0, q, (void *)1, UNREG);
+	ev[0] = next_event(q, WAIT_S * 1000);
+	ev[1] = next_event(q, WAIT_S * 1000);
+	r = ev[0].exs_evt_type == EXS_EVT_RECV ? &ev[0] : &ev[1];
+	exs_qdelete(q);
+	return n == 1 && (p.revents & POLLIN) && r->exs_evt_type == EXS_EVT_RECV && !r->exs_evt_errno &&
+	       ev_len(r) == sizeof(msg) && !memcmp(in, msg, sizeof(msg));
+}
+
 static void tuning(void)
 {
 	static const size_t small[] = { 1, 7, 64, 100, 128 }, mixed[] = { 3, 128, 4000, 90, 70000 };
@@ -1200,6 +1229,8 @@ static void tuning(void)
 		       exs_fcntl(a, EXS_F_GETSTREAMBUFSIZE), exs_fcntl(b, EXS_F_GETSTREAMBUFSIZE));
 		expect_err("7.6", "EXS_F_SETSTREAMBUFSIZE on a connected socket",
 			   exs_fcntl(a, EXS_F_SETSTREAMBUFSIZE, 0), EISCONN);
+		report(buffered_readable(a, b), "7.6",
+		       "bytes waiting in the stream buffer make it readable (exs_poll POLLIN); a receive takes them");
 		report(stream_flow(a, b, sz, 7, 200000, 5000, false, true), "7.6",
 		       "sends before receives: 200,000 B through the buffer and adverts, in order, checked");
 		report(stream_flow(a, b, sz, 7, 200000, 3000, false, false), "7.6",
@@ -1231,6 +1262,453 @@ static void tuning(void)
 	exs_blocking_close(sfd);
 }
 
+/* ---- ES-API exs_poll and a queue's file descriptor (exs_poll(3), exs_qfd) */
+
+struct delayed_send {
+	int fd;
+	char *buf;
+	size_t len;
+};
+
+static void *send_after_200ms(void *arg)
+{
+	struct delayed_send *d = arg;
+
+	usleep(200000);
+	exs_send(d->fd, d->buf, d->len, EXS_BLOCK, NULL, NULL, UNREG);
+	return NULL;
+}
+
+static short revents1(int fd, short events, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = events };
+
+	return exs_poll(&p, 1, ms) == 1 ? p.revents : 0;
+}
+
+static void polling(void)
+{
+	static char buf[8192], rb[8192];
+	struct pollfd p[2] = { { .fd = -1, .events = POLLIN } };
+	exs_qhandle_t q = exs_qcreate(4);
+	int fd = exs_socket(AF_INET, SOCK_SEQPACKET, 0), a, b, qfd, ep;
+	struct delayed_send d;
+	struct epoll_event ee = { .events = EPOLLIN };
+	pthread_t th;
+	exs_event_t ev;
+	double t;
+	short r;
+	int n_ev = 0;
+
+	expect_err("poll", "exs_poll NULL with nfds 1", exs_poll(NULL, 1, 0), EINVAL);
+	expect_err("poll", "exs_poll nfds above 65536", exs_poll(p, 65537, 0), EINVAL);
+	report(exs_poll(p, 1, 0) == 0 && p[0].revents == 0, "poll", "a negative fd is ignored");
+	p[0] = (struct pollfd){ .fd = 60000, .events = POLLIN };
+	report(exs_poll(p, 1, 0) == 1 && p[0].revents == POLLNVAL, "poll",
+	       "an fd that is no EXS socket: POLLNVAL");
+	report(revents1(fd, POLLIN | POLLOUT, 0) == POLLHUP, "poll",
+	       "an unconnected socket: POLLHUP only");
+	t = now();
+	p[0] = (struct pollfd){ .fd = -1 };
+	int n0 = exs_poll(p, 1, 150);
+	t = now() - t;
+	report(n0 == 0 && t >= 0.14 && t < 2, "poll", "nothing ready: returns 0 after the timeout (%.3f s)", t);
+	exs_blocking_close(fd);
+	report(revents1(fd, POLLIN, 0) == POLLNVAL, "poll", "a closed socket: POLLNVAL");
+
+	/* a listener is readable while a connection request waits */
+	uint16_t port = next_port++;
+	struct sockaddr_in sa = addr_of(port);
+	int lfd = listener(SOCK_STREAM, port, 4, 0);
+	report(lfd >= 0 && revents1(lfd, POLLIN, 0) == 0, "poll", "listener without request: not readable");
+	a = exs_socket(AF_INET, SOCK_STREAM, 0);
+	exs_connect(a, (struct sockaddr *)&sa, sizeof(sa), 0, NULL, q, (void *)1);
+	report(revents1(lfd, POLLIN, WAIT_S * 1000) == POLLIN, "poll",
+	       "a connection request makes the listener readable (POLLIN)");
+	b = exs_blocking_accept(lfd, NULL, NULL);
+	ev = next_event(q, WAIT_S * 1000);
+	report(b >= 0 && event_is(&ev, EXS_EVT_CONNECT, a, (void *)1, 0) &&
+	       revents1(lfd, POLLIN, 0) == 0, "poll", "accepted: the listener is not readable again");
+	exs_blocking_close(lfd);
+	/* a stream is writable; readable only at its end */
+	report(revents1(a, POLLIN | POLLOUT, 0) == POLLOUT, "poll", "connected stream: POLLOUT, no POLLIN");
+	exs_shutdown(a, SHUT_WR, EXS_BLOCK, NULL, NULL);
+	r = revents1(b, POLLIN, WAIT_S * 1000);
+	report(r == POLLIN && exs_recv(b, rb, 10, EXS_BLOCK, NULL, NULL, UNREG) == 0, "poll",
+	       "the peer's FIN: POLLIN, and the receive is the EOF (revents %#x)", r);
+	exs_blocking_close(a);
+	exs_blocking_close(b);
+	if (make_pair(SOCK_STREAM, 0, 0, &a, &b)) {
+		exs_close(a, EXS_DONTLINGER, q, NULL);
+		next_event(q, WAIT_S * 1000);
+		r = revents1(b, POLLOUT, WAIT_S * 1000);
+		report((r & (POLLERR | POLLHUP)) == (POLLERR | POLLHUP) && !(r & POLLOUT), "poll",
+		       "the peer's abortive close: POLLERR|POLLHUP unasked, no POLLOUT (revents %#x)", r);
+		exs_blocking_close(b);
+	} else {
+		report(false, "poll", "STREAM connection for the abort");
+	}
+
+	/* SEQPACKET with small packets: a message that waits for its receive */
+	sp_a = sp_b = 256, tune = tune_sp;
+	if (make_pair(SOCK_SEQPACKET, 0, 0, &a, &b)) {
+		report(revents1(b, POLLIN, 0) == 0, "poll", "SEQPACKET, nothing sent: not readable");
+		fill(buf, sizeof(buf), 3);
+		exs_send(a, buf, 100, EXS_BLOCK, NULL, NULL, UNREG);
+		r = revents1(b, POLLIN, WAIT_S * 1000);
+		report(r == POLLIN && exs_recv(b, rb, sizeof(rb), EXS_BLOCK, NULL, NULL, UNREG) == 100 &&
+		       same(rb, 100, 3) && revents1(b, POLLIN, 0) == 0, "poll",
+		       "an eager message before its receive: POLLIN; received, not readable again");
+		exs_send(a, buf, 5000, 0, q, (void *)2, UNREG);
+		r = revents1(b, POLLIN, WAIT_S * 1000);
+		report(r == POLLIN && exs_recv(b, rb, sizeof(rb), EXS_BLOCK, NULL, NULL, UNREG) == 5000 &&
+		       same(rb, 5000, 3), "poll", "a large message's request-to-send: POLLIN");
+		ev = next_event(q, WAIT_S * 1000);
+		d = (struct delayed_send){ a, buf, 64 };
+		pthread_create(&th, NULL, send_after_200ms, &d);
+		t = now();
+		p[0] = (struct pollfd){ .fd = a, .events = POLLIN };
+		p[1] = (struct pollfd){ .fd = b, .events = POLLIN };
+		int n = exs_poll(p, 2, WAIT_S * 1000);
+		t = now() - t;
+		pthread_join(th, NULL);
+		report(n == 1 && p[0].revents == 0 && p[1].revents == POLLIN && t >= 0.15, "poll",
+		       "a sleeping exs_poll wakes when the message comes (%.3f s)", t);
+		exs_recv(b, rb, sizeof(rb), EXS_BLOCK, NULL, NULL, UNREG);
+		exs_blocking_close(a);
+		exs_blocking_close(b);
+	} else {
+		report(false, "poll", "SEQPACKET connection with small packets");
+	}
+	tune = NULL;
+	/* POLLOUT goes while every credit is taken */
+	if (make_pair(SOCK_SEQPACKET, 1, 1, &a, &b)) {
+		exs_send(a, buf, 1000, 0, q, (void *)3, UNREG);
+		report(revents1(a, POLLOUT, 0) == 0, "poll", "the one credit taken: not writable");
+		exs_recv(b, rb, sizeof(rb), 0, q, (void *)4, UNREG);
+		r = revents1(a, POLLOUT, WAIT_S * 1000);
+		report(r == POLLOUT, "poll", "the send placed: POLLOUT again (revents %#x)", r);
+		next_event(q, WAIT_S * 1000);
+		next_event(q, WAIT_S * 1000);
+		exs_blocking_close(a);
+		exs_blocking_close(b);
+	} else {
+		report(false, "poll", "SEQPACKET connection with 1 credit");
+	}
+
+	/* exs_qfd */
+	errno = 0;
+	expect_err("qfd", "exs_qfd of no queue", exs_qfd(EXS_QHANDLE_INVALID), EINVAL);
+	qfd = exs_qfd(q);
+	report(qfd >= 0 && exs_qfd(q) == qfd, "qfd", "exs_qfd: one descriptor per queue");
+	struct pollfd kp = { .fd = qfd, .events = POLLIN };
+	report(poll(&kp, 1, 0) == 0, "qfd", "empty queue: its fd is not readable");
+	ep = epoll_create1(0);
+	ee.data.fd = qfd;
+	epoll_ctl(ep, EPOLL_CTL_ADD, qfd, &ee);
+	fd = exs_socket(AF_INET, SOCK_STREAM, 0);
+	exs_close(fd, 0, q, (void *)5);
+	report(epoll_wait(ep, &ee, 1, WAIT_S * 1000) == 1 && ee.data.fd == qfd, "qfd",
+	       "an event posted: epoll reports the queue's fd readable");
+	report(poll(&kp, 1, 0) == 1 && exs_qdequeue(q, &ev, 1, NULL) == 1 &&
+	       event_is(&ev, EXS_EVT_CLOSE, fd, (void *)5, 0) && poll(&kp, 1, 0) == 0, "qfd",
+	       "readable while the event waits, not once it is dequeued");
+	close(ep);
+	exs_qdelete(q);
+	expect_err("qfd", "the fd after exs_qdelete is closed", fcntl(qfd, F_GETFD), EBADF);
+	q = exs_qcreate(4);
+	exs_close(exs_socket(AF_INET, SOCK_STREAM, 0), 0, q, NULL);
+	t = now();
+	while (exs_qstatus(q, EXS_QATTR_EVENTS, &n_ev) == 0 && !n_ev && now() - t < WAIT_S)
+		usleep(1000);
+	qfd = exs_qfd(q);
+	kp.fd = qfd;
+	report(n_ev == 1 && poll(&kp, 1, 0) == 1, "qfd", "asked for while an event waits: readable at once");
+	exs_qdelete(q);
+}
+
+/* ---- ES-API exs_mmodify */
+
+static void modifying(void)
+{
+	static char sb[16384], rb[16384];
+	exs_qhandle_t q = exs_qcreate(4);
+	exs_mhandle_t mh = exs_mregister(rb, 4096, 0), gone = exs_mregister(sb, 64, 0);
+	exs_event_t ev;
+	int a, b;
+
+	exs_mderegister(gone, 0);
+	expect_err("mmodify", "exs_mmodify of no registration",
+		   exs_mmodify(EXS_MHANDLE_INVALID, 100, 0), EINVAL);
+	expect_err("mmodify", "exs_mmodify of a deregistered handle", exs_mmodify(gone, 100, 0), EINVAL);
+	expect_err("mmodify", "exs_mmodify length 0", exs_mmodify(mh, 0, 0), EINVAL);
+	expect_err("mmodify", "exs_mmodify unknown flag", exs_mmodify(mh, 4096, 0x100), EINVAL);
+	expect_err("mmodify", "exs_mmodify length above the bound",
+		   exs_mmodify(mh, SIZE_MAX - 10, 0), EINVAL);
+	if (!make_pair(SOCK_SEQPACKET, 0, 0, &a, &b)) {
+		report(false, "mmodify", "SEQPACKET connection");
+		return;
+	}
+	fill(sb, sizeof(sb), 9);
+	expect_err("mmodify", "a receive beyond the 4096 B registered",
+		   exs_recv(b, rb, 8192, 0, q, NULL, mh), EINVAL);
+	expect_ok("mmodify", "exs_mmodify grows it to 16384 B", exs_mmodify(mh, sizeof(rb), 0));
+	exs_recv(b, rb, sizeof(rb), 0, q, (void *)1, mh);
+	expect_err("mmodify", "a registration in use by a receive: EBUSY",
+		   exs_mmodify(mh, 100, 0), EBUSY);
+	exs_send(a, sb, 12000, EXS_BLOCK, NULL, NULL, UNREG);
+	ev = next_event(q, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_RECV, b, (void *)1, 0) && ev_len(&ev) == 12000 &&
+	       ev.exs_evt_union.exs_evt_xfer.exs_evt_mhandle == mh && same(rb, 12000, 9), "mmodify",
+	       "12000 B received into the grown registration, checked");
+	expect_ok("mmodify", "exs_mmodify sets EXS_MRF_RECV_DISABLE",
+		  exs_mmodify(mh, sizeof(rb), EXS_MRF_RECV_DISABLE));
+	expect_err("mmodify", "then a receive into it is refused",
+		   exs_recv(b, rb, 100, 0, q, NULL, mh), EINVAL);
+	exs_recv(a, sb, sizeof(sb), 0, q, (void *)2, UNREG);
+	report(exs_send(b, rb, 12000, EXS_BLOCK, NULL, NULL, mh) == 12000 &&
+	       (ev = next_event(q, WAIT_S * 1000), event_is(&ev, EXS_EVT_RECV, a, (void *)2, 0)) &&
+	       ev_len(&ev) == 12000 && same(sb, 12000, 9), "mmodify",
+	       "a send from it still works, checked");
+	expect_ok("mmodify", "exs_mmodify shrinks it to 100 B and allows receives again",
+		  exs_mmodify(mh, 100, 0));
+	expect_err("mmodify", "a receive of 200 B into the 100 B left",
+		   exs_recv(b, rb, 200, 0, q, NULL, mh), EINVAL);
+	exs_recv(b, rb, 100, 0, q, (void *)3, mh);
+	exs_send(a, sb, 100, EXS_BLOCK, NULL, NULL, UNREG);
+	ev = next_event(q, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_RECV, b, (void *)3, 0) && ev_len(&ev) == 100 && same(rb, 100, 9),
+	       "mmodify", "100 B received into the shrunk registration");
+	exs_blocking_close(a);
+	exs_blocking_close(b);
+	expect_ok("mmodify", "exs_mderegister after exs_mmodify", exs_mderegister(mh, 0));
+	exs_qdelete(q);
+}
+
+/* ---- guide §11.3.2: fork */
+
+/* one checked SEQPACKET message a -> b through registered buffers */
+static bool one_message(int a, int b, char *sb, exs_mhandle_t smh, char *rb, exs_mhandle_t rmh,
+			size_t len, unsigned seed)
+{
+	exs_qhandle_t q = exs_qcreate(2);
+	exs_event_t ev;
+	bool ok;
+
+	fill(sb, len, seed);
+	memset(rb, 0, len);
+	exs_recv(b, rb, len, 0, q, NULL, rmh);
+	ok = exs_send(a, sb, len, EXS_BLOCK, NULL, NULL, smh) == (ssize_t)len;
+	ev = next_event(q, WAIT_S * 1000);
+	exs_qdelete(q);
+	return ok && ev.exs_evt_type == EXS_EVT_RECV && !ev.exs_evt_errno && ev_len(&ev) == len &&
+	       same(rb, len, seed);
+}
+
+static void forking(void)
+{
+	/* registered memory on pages of its own: after ibv_fork_init the
+	 * child has none of a registered page (ibv_fork_init(3)) */
+	char *sb = mmap(NULL, 65536, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *rb = mmap(NULL, 65536, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	exs_mhandle_t smh = exs_mregister(sb, 65536, 0), rmh = exs_mregister(rb, 65536, 0);
+	int a, b, status = -1;
+	pid_t pid;
+
+	if (!make_pair(SOCK_SEQPACKET, 0, 0, &a, &b)) {
+		report(false, "11.3.2", "SEQPACKET connection");
+		return;
+	}
+	report(one_message(a, b, sb, smh, rb, rmh, 40000, 21), "11.3.2", "before fork: 40000 B, checked");
+	int steps[2] = { -1, -1 };
+	char step = 0;
+	if (pipe(steps))
+		steps[0] = steps[1] = -1;
+	pid = fork();
+	if (pid == 0) {
+		/* the child: every call refuses, none touches the parent's state;
+		 * exit code = the first check that failed */
+		int code = 0;
+		struct timeval zero = { 0, 0 };
+		exs_event_t ev;
+
+		errno = 0;
+		if (write(steps[1], "s", 1) < 0)
+			_exit(2);
+		if (exs_send(a, sb, 100, EXS_BLOCK, NULL, NULL, smh) != -1 || errno != ENOTSUP)
+			code = 10;
+		else if (exs_recv(b, rb, 100, 0, NULL, NULL, UNREG) != -1 || errno != EINVAL)
+			code = 11; /* no queue: its own argument error first */
+		else if (exs_blocking_recv(b, rb, 100, 0, rmh) != -1 || errno != ENOTSUP)
+			code = 12;
+		else if (exs_qcreate(4) != EXS_QHANDLE_INVALID || errno != ENOTSUP)
+			code = 13;
+		else if (exs_mregister(sb, 64, 0) != EXS_MHANDLE_INVALID || errno != ENOTSUP)
+			code = 14;
+		else if (exs_init(EXS_VERSION) != -1 || errno != ENOTSUP)
+			code = 15;
+		else if (exs_socket(AF_INET, SOCK_STREAM, 0) != -1 || errno != ENOTSUP)
+			code = 16;
+		else if (exs_blocking_close(a) != -1 || errno != ENOTSUP)
+			code = 17;
+		else if (exs_qdequeue((exs_qhandle_t)1, &ev, 1, &zero) != -1 || errno != ENOTSUP)
+			code = 18;
+		else if (exs_fcntl(a, EXS_F_GETFD) != -1 || errno != ENOTSUP)
+			code = 19;
+		else if (exs_poll(NULL, 0, 0) != -1 || errno != ENOTSUP)
+			code = 20;
+		if (write(steps[1], "e", 1) < 0)
+			_exit(2);
+		_exit(code);
+	}
+	if (pid > 0)
+		waitpid(pid, &status, 0);
+	close(steps[1]);
+	while (read(steps[0], &step, 1) == 1 && step != 'e')
+		;
+	close(steps[0]);
+	report(pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "11.3.2",
+	       "a child after fork: every EXS call fails with ENOTSUP (exit %d, signal %d, reached '%c')",
+	       WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+	       WIFSIGNALED(status) ? WTERMSIG(status) : 0, step ? step : '-');
+	bool ok = true;
+	for (unsigned i = 0; i < 20 && ok; i++)
+		ok = one_message(a, b, sb, smh, rb, rmh, 1000 + i * 3000, 30 + i);
+	report(ok, "11.3.2", "after fork the parent goes on: 20 messages, 1000 to 58000 B, checked");
+	report(one_message(b, a, rb, rmh, sb, smh, 65536, 77), "11.3.2",
+	       "and the other way: 65536 B, checked");
+	exs_blocking_close(a);
+	exs_blocking_close(b);
+	exs_mderegister(smh, 0);
+	exs_mderegister(rmh, 0);
+	munmap(sb, 65536);
+	munmap(rb, 65536);
+}
+
+/* ---- guide §11.3.1: thread cancellation */
+
+enum { B_DEQUEUE, B_DEQUEUE_TMO, B_CREDIT_WAIT, B_BLOCKING_SEND, B_POLL, B_DISABLED };
+struct blocked {
+	int kind;
+	exs_qhandle_t q;
+	int fd;
+	char *buf;
+};
+
+static void *block_in(void *arg)
+{
+	struct blocked *b = arg;
+	struct timeval long_tv = { 60, 0 }, short_tv = { 0, 300000 };
+	struct pollfd p = { .fd = b->fd, .events = POLLIN };
+	exs_event_t ev;
+	int old;
+
+	switch (b->kind) {
+	case B_DEQUEUE:
+		exs_qdequeue(b->q, &ev, 1, NULL);
+		break;
+	case B_DEQUEUE_TMO:
+		exs_qdequeue(b->q, &ev, 1, &long_tv);
+		break;
+	case B_CREDIT_WAIT:
+		exs_send(b->fd, b->buf, 1000, EXS_CREDIT_WAIT, b->q, NULL, UNREG);
+		break;
+	case B_BLOCKING_SEND:
+		exs_blocking_send(b->fd, b->buf, 1000, 0, UNREG);
+		break;
+	case B_POLL:
+		exs_poll(&p, 1, -1);
+		break;
+	case B_DISABLED:
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+		exs_qdequeue(b->q, &ev, 1, &short_tv);
+		break;
+	}
+	return (void *)1;
+}
+
+/* start a thread blocked as `kind`, cancel it after 200 ms: what join saw */
+static void *cancel_blocked(struct blocked *b)
+{
+	struct timespec ts;
+	pthread_t th;
+	void *res = NULL;
+
+	if (pthread_create(&th, NULL, block_in, b))
+		return NULL;
+	usleep(200000);
+	pthread_cancel(th);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 5;
+	if (pthread_timedjoin_np(th, &res, &ts)) {
+		printf("  (the thread did not end in 5 s; the suite cannot go on)\n");
+		_exit(1);
+	}
+	return res;
+}
+
+static bool close_event_comes(exs_qhandle_t q)
+{
+	int fd = exs_socket(AF_INET, SOCK_STREAM, 0);
+	exs_event_t ev;
+
+	exs_close(fd, 0, q, (void *)9);
+	ev = next_event(q, WAIT_S * 1000);
+	return event_is(&ev, EXS_EVT_CLOSE, fd, (void *)9, 0);
+}
+
+static void cancelling(void)
+{
+	static char sb[4096], rb[4096];
+	exs_qhandle_t q = exs_qcreate(8);
+	struct blocked b = { .q = q };
+	exs_event_t ev;
+	int a, c;
+
+	b.kind = B_DEQUEUE;
+	report(cancel_blocked(&b) == PTHREAD_CANCELED && close_event_comes(q), "11.3.1",
+	       "a thread cancelled in exs_qdequeue without timeout ends; the queue works after");
+	b.kind = B_DEQUEUE_TMO;
+	report(cancel_blocked(&b) == PTHREAD_CANCELED && close_event_comes(q), "11.3.1",
+	       "a thread cancelled in exs_qdequeue with a timeout ends; the queue works after");
+	b.kind = B_DISABLED;
+	report(cancel_blocked(&b) == (void *)1, "11.3.1",
+	       "with cancellation disabled by the caller, exs_qdequeue is not cancelled");
+	if (!make_pair(SOCK_SEQPACKET, 1, 1, &a, &c)) {
+		report(false, "11.3.1", "SEQPACKET connection with 1 credit");
+		exs_qdelete(q);
+		return;
+	}
+	fill(sb, sizeof(sb), 5);
+	exs_send(a, sb, 1000, 0, q, (void *)1, UNREG); /* takes the one credit */
+	b.fd = a, b.buf = sb;
+	b.kind = B_CREDIT_WAIT;
+	report(cancel_blocked(&b) == PTHREAD_CANCELED, "11.3.1",
+	       "a thread cancelled in an EXS_CREDIT_WAIT send ends");
+	b.kind = B_BLOCKING_SEND;
+	report(cancel_blocked(&b) == PTHREAD_CANCELED, "11.3.1",
+	       "a thread cancelled in exs_blocking_send's credit wait ends");
+	/* POLLIN on `a`, which has nothing coming (`c` is readable: the
+	 * peer's request-to-send for the 1000 B message waits there) */
+	b.fd = a, b.kind = B_POLL;
+	report(cancel_blocked(&b) == PTHREAD_CANCELED, "11.3.1", "a thread cancelled in exs_poll ends");
+	exs_recv(c, rb, sizeof(rb), 0, q, (void *)2, UNREG);
+	exs_event_t e1 = next_event(q, WAIT_S * 1000), e2 = next_event(q, WAIT_S * 1000);
+	report(e1.exs_evt_type + e2.exs_evt_type == EXS_EVT_SEND + EXS_EVT_RECV && !e1.exs_evt_errno &&
+	       !e2.exs_evt_errno && same(rb, 1000, 5), "11.3.1",
+	       "after the cancels the first send is received, checked: no lock left held");
+	exs_recv(c, rb, sizeof(rb), 0, q, (void *)3, UNREG);
+	report(exs_blocking_send(a, sb, 2000, 0, UNREG) == 2000 &&
+	       (ev = next_event(q, WAIT_S * 1000), ev.exs_evt_type == EXS_EVT_RECV) && ev_len(&ev) == 2000,
+	       "11.3.1", "and a new blocking send works");
+	struct pollfd p = { .fd = a, .events = POLLOUT };
+	report(exs_poll(&p, 1, WAIT_S * 1000) == 1 && p.revents == POLLOUT, "11.3.1",
+	       "exs_poll works after a cancelled exs_poll");
+	exs_blocking_close(a);
+	exs_blocking_close(c);
+	expect_ok("11.3.1", "exs_qdelete: the cancelled send let go of the queue", exs_qdelete(q));
+}
+
 int main(int argc, char **argv)
 {
 	double t0 = now();
@@ -1255,6 +1733,10 @@ int main(int argc, char **argv)
 	stream();
 	closing();
 	tuning();
+	polling();
+	modifying();
+	forking();
+	cancelling();
 	printf("%d passed, %d failed (%.1f s)\n", passed, failed, now() - t0);
 	return failed ? 1 : 0;
 }

@@ -31,7 +31,7 @@ START_TEST(order_and_growth)
 		exs_queue_post(q, &e);
 	}
 	ck_assert_uint_eq(q->refs, 0);
-	n = exs_queue_dequeue(q->h, ev, 64, NULL);
+	n = exs_queue_dequeue(q->h, ev, 64, NULL, false);
 	ck_assert_int_eq(n, 50);
 	for (i = 0; i < 50; i++)
 		ck_assert_int_eq(ev[i].exs_evt_socket, i);
@@ -46,9 +46,9 @@ START_TEST(timeout_and_poll)
 	struct timespec a, b;
 	exs_event_t ev;
 
-	ck_assert_int_eq(exs_queue_dequeue(q->h, &ev, 1, &zero), 0);
+	ck_assert_int_eq(exs_queue_dequeue(q->h, &ev, 1, &zero, false), 0);
 	clock_gettime(CLOCK_MONOTONIC, &a);
-	ck_assert_int_eq(exs_queue_dequeue(q->h, &ev, 1, &tenth), 0);
+	ck_assert_int_eq(exs_queue_dequeue(q->h, &ev, 1, &tenth, false), 0);
 	clock_gettime(CLOCK_MONOTONIC, &b);
 	double dt = (double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9;
 	ck_assert(dt >= 0.099);
@@ -85,7 +85,7 @@ START_TEST(negative_count_waits_for_n)
 	exs_event_t ev[5];
 
 	pthread_create(&t, NULL, post_n, &p);
-	ck_assert_int_eq(exs_queue_dequeue(q->h, ev, -5, NULL), 5);
+	ck_assert_int_eq(exs_queue_dequeue(q->h, ev, -5, NULL, false), 5);
 	pthread_join(t, NULL);
 	for (int i = 0; i < 5; i++)
 		ck_assert_int_eq(ev[i].exs_evt_socket, i);
@@ -104,7 +104,7 @@ START_TEST(delete_rules)
 	exs_qhandle_t h = q->h;
 	ck_assert_int_eq(exs_queue_delete(h), 0);
 	ck_assert_ptr_null(exs_queue_get(h));
-	ck_assert_int_eq(exs_queue_dequeue(h, &out, 1, NULL), -EINVAL);
+	ck_assert_int_eq(exs_queue_dequeue(h, &out, 1, NULL, false), -EINVAL);
 	ck_assert_int_eq(exs_queue_delete(h), -EINVAL);
 }
 END_TEST
@@ -120,7 +120,7 @@ static void *wait_stale(void *arg)
 	struct timeval tv = { 5, 0 };
 	exs_event_t ev;
 
-	w->ret = exs_queue_dequeue(w->h, &ev, 1, &tv);
+	w->ret = exs_queue_dequeue(w->h, &ev, 1, &tv, false);
 	return NULL;
 }
 
@@ -154,7 +154,7 @@ START_TEST(stale_handles)
 	ck_assert_int_eq(exs_queue_modify(old, EXS_QATTR_SIGNAL, 0), -EINVAL);
 	ck_assert_int_eq(exs_queue_status(q2->h, EXS_QATTR_EVENTS, &v), 0);
 	ck_assert_int_eq(v, 1);
-	ck_assert_int_eq(exs_queue_dequeue(q2->h, &out, 1, NULL), 1);
+	ck_assert_int_eq(exs_queue_dequeue(q2->h, &out, 1, NULL, false), 1);
 	ck_assert_int_eq(out.exs_evt_socket, 7);
 	ck_assert_int_eq(exs_queue_delete(q2->h), 0);
 	/* never a handle: no object is touched */
@@ -228,7 +228,7 @@ static void *take_all(void *arg)
 	exs_event_t ev[8];
 	int n;
 
-	while ((n = exs_queue_dequeue(t->q->h, ev, 8, &tv)) > 0)
+	while ((n = exs_queue_dequeue(t->q->h, ev, 8, &tv, false)) > 0)
 		t->got += n;
 	return NULL;
 }
