@@ -103,6 +103,12 @@ static bool inited(void)
 	return __atomic_load_n(&exs_g.inited, __ATOMIC_ACQUIRE);
 }
 
+/* 0, or why no call may be made now: in a forked child (ENOTSUP, guide
+ * §11.3.2), or before exs_init (EINVAL) */
+static int unusable(void)
+{
+	return in_child() ? ENOTSUP : !inited() ? EINVAL : 0;
+}
 
 /* ---- queues */
 
@@ -123,10 +129,8 @@ int exs_qdelete(exs_qhandle_t q)
 	EXS_NOCANCEL;
 	int ret;
 
-	if (in_child())
-		return exs_err(ENOTSUP);
-	if (!inited())
-		return exs_err(EINVAL);
+	if (unusable())
+		return exs_err(unusable());
 	ret = exs_queue_delete(q);
 	return ret ? exs_err(-ret) : 0;
 }
@@ -183,10 +187,8 @@ int exs_qfd(exs_qhandle_t q)
 	EXS_NOCANCEL;
 	int ret;
 
-	if (in_child())
-		return exs_err(ENOTSUP);
-	if (!inited())
-		return exs_err(EINVAL);
+	if (unusable())
+		return exs_err(unusable());
 	ret = exs_queue_fd(q);
 	return ret < 0 ? exs_err(-ret) : ret;
 }
@@ -292,10 +294,8 @@ int exs_socket(int domain, int type, int protocol)
 	struct exs_sock *s;
 	int fd;
 
-	if (in_child())
-		return exs_err(ENOTSUP);
-	if (!inited())
-		return exs_err(EINVAL);
+	if (unusable())
+		return exs_err(unusable());
 	if (domain != AF_INET && domain != AF_INET6)
 		return exs_err(EAFNOSUPPORT);
 	if (type != SOCK_STREAM && type != SOCK_SEQPACKET)
