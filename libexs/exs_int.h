@@ -156,6 +156,8 @@ extern void (*exs_queue_poll_hook)(int phase);
 #define EXS_MAX_BUSY_POLL_US 1000000
 #define EXS_SPIN_CLOCK_EVERY 8 /* polls between two readings of the clock */
 #define EXS_REARM_US 2000 /* quiet this long, the progress thread takes the CQs back */
+/* The adaptive wait's next budget after a wait that took `waited_us`. */
+unsigned exs_spin_budget(unsigned spin_us, uint64_t waited_us, unsigned ceiling_us);
 
 /* ---- verbs.c: devices and registrations */
 struct exs_dev {

@@ -382,9 +382,8 @@ static uint64_t now_us(void)
 /*
  * Adaptive waiting (EXS_WAIT_ADAPTIVE, guide §11.2.7): before sleeping,
  * poll the completion queues from this thread for up to q->spin_us. The
- * budget follows how long waits really take: a wait that ended within
- * busy_poll_us / 2 sets it to twice that wait, so the next one is caught
- * spinning; a longer wait halves it. EXS_WAIT_BUSY_POLL spins for the
+ * budget follows how long waits really take (exs_spin_budget: up to
+ * exs.conf's busy_poll_us). EXS_WAIT_BUSY_POLL spins for the
  * whole timeout, EXS_WAIT_NOTIFY never spins. Called with q->lock held;
  * returns with it held.
  */
@@ -417,18 +416,21 @@ static void spin(struct exs_queue *q, exs_qhandle_t h, unsigned want, const stru
 	pthread_mutex_lock(&q->lock);
 }
 
-static void adapt(struct exs_queue *q, uint64_t waited_us)
+/* A wait that the ceiling could have caught spinning sets the budget to
+ * twice that wait (at most the ceiling), so the next one like it is caught;
+ * a longer wait halves it. The wait measured includes the sleep, whose
+ * hand-offs can cost more than the data took: judged against half the
+ * ceiling instead, a round trip of 0.5-1 ms that is half hand-off never
+ * gets the spin that would halve it, and the budget flips with the size. */
+unsigned exs_spin_budget(unsigned spin_us, uint64_t waited_us, unsigned ceiling_us)
 {
-	unsigned ceiling = exs_g.defaults.busy_poll_us; /* exs.conf busy_poll_us */
-
-	if (waited_us < ceiling / 2)
-		q->spin_us = waited_us * 2 > q->spin_us ? (unsigned)waited_us * 2 : q->spin_us;
+	if (waited_us < ceiling_us)
+		spin_us = waited_us * 2 > spin_us ? (unsigned)(waited_us * 2) : spin_us;
 	else
-		q->spin_us /= 2;
-	if (q->spin_us < EXS_SPIN_MIN_US)
-		q->spin_us = EXS_SPIN_MIN_US;
-	if (q->spin_us > ceiling)
-		q->spin_us = ceiling;
+		spin_us /= 2;
+	if (spin_us < EXS_SPIN_MIN_US)
+		spin_us = EXS_SPIN_MIN_US;
+	return spin_us > ceiling_us ? ceiling_us : spin_us;
 }
 
 int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct timeval *tmo,
@@ -456,7 +458,8 @@ int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct 
 		}
 		if (q->count >= want) {
 			if (spun && q->wait == EXS_WAIT_ADAPTIVE)
-				adapt(q, now_us() - t0);
+				q->spin_us = exs_spin_budget(q->spin_us, now_us() - t0,
+							     exs_g.defaults.busy_poll_us);
 			break;
 		}
 		if (!spun) {

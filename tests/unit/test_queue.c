@@ -268,9 +268,29 @@ START_TEST(bounds)
 }
 END_TEST
 
+/* The adaptive wait's budget: a round trip the ceiling (1000 us) could
+ * catch raises it, even one of 600-900 us that a sleep made slow; a wait
+ * past the ceiling halves it; it stays within 5 us..the ceiling. */
+START_TEST(spin_budget)
+{
+	unsigned b = 50;
+
+	b = exs_spin_budget(b, 800, 1000); /* slept: 800 us */
+	ck_assert_uint_eq(b, 1000);
+	b = exs_spin_budget(b, 200, 1000); /* now caught spinning at 200 */
+	ck_assert_uint_eq(b, 1000);
+	b = exs_spin_budget(b, 5000, 1000); /* traffic stopped */
+	ck_assert_uint_eq(b, 500);
+	ck_assert_uint_eq(exs_spin_budget(b, 100, 1000), 500);
+	ck_assert_uint_eq(exs_spin_budget(6, 1u << 30, 1000), EXS_SPIN_MIN_US);
+	ck_assert_uint_eq(exs_spin_budget(50, 0, 1000), 50);
+	ck_assert_uint_eq(exs_spin_budget(50, 10, 0), 0); /* busy_poll_us = 0: no spin */
+}
+END_TEST
+
 int main(void)
 {
-	const TTest *const tests[] = { order_and_growth, timeout_and_poll, negative_count_waits_for_n, delete_rules, stale_handles, hold, generation_wrap_retires, many_threads, bounds, NULL };
+	const TTest *const tests[] = { order_and_growth, timeout_and_poll, negative_count_waits_for_n, delete_rules, stale_handles, hold, generation_wrap_retires, many_threads, bounds, spin_budget, NULL };
 
 	return run_tests("queue", 30, tests);
 }
