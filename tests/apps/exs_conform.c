@@ -892,12 +892,14 @@ static bool exchange(int a, int b, const size_t *sizes, int nsizes, int n, size_
  * receives of `rlen` B: every message in order, every byte checked */
 static bool exchange_early(int a, int b, const size_t *sizes, int nsizes, int n, size_t rlen)
 {
-	static char sbuf[24][8192], rbuf[24][8192];
+	static char sbuf[24][1 << 17], rbuf[24][8192];
 	exs_qhandle_t qs = exs_qcreate(64), qr = exs_qcreate(64);
 	bool ok = qs != EXS_QHANDLE_INVALID && qr != EXS_QHANDLE_INVALID && n <= 24 &&
 		  rlen <= sizeof(rbuf[0]);
 	int i, got = 0;
 
+	for (i = 0; i < nsizes; i++)
+		ok = ok && sizes[i] <= sizeof(sbuf[0]);
 	for (i = 0; ok && i < n; i++) {
 		fill(sbuf[i], sizes[i % nsizes], (unsigned)i + 7);
 		ok = exs_send(a, sbuf[i], sizes[i % nsizes], 0, qs, NULL, UNREG) == 0;
