@@ -125,7 +125,6 @@ int exs_conn_create(int fd, int type, const char *devname, bool iwarp,
 	c->msg = (struct exs_wire_msg *)(c->rbuf + (size_t)c->nrecv * c->rsz);
 	c->ebuf = (char *)(c->msg + c->nsend);
 	c->rfifo = calloc(credits, sizeof(uint32_t));
-	c->ctl_free = calloc(c->nsend, sizeof(uint32_t));
 	c->ctl_op = calloc(c->nsend, sizeof(int32_t));
 	c->held = calloc(c->nsend, sizeof(uint32_t));
 	c->rop = calloc(credits, sizeof(*c->rop));
@@ -134,11 +133,10 @@ int exs_conn_create(int fd, int type, const char *devname, bool iwarp,
 	c->sfree = calloc(credits, sizeof(uint32_t));
 	c->sfifo = calloc(credits, sizeof(uint32_t));
 	c->ads = calloc(credits, sizeof(*c->ads));
-	if (!c->rfifo || !c->ctl_free || !c->ctl_op || !c->held || !c->rop || !c->rfree || !c->sop ||
+	if (!c->rfifo || !c->ctl_op || !c->held || !c->rop || !c->rfree || !c->sop ||
 	    !c->sfree || !c->sfifo || !c->ads)
 		goto fail;
-	for (i = 0; i < c->nsend; i++)
-		c->ctl_free[c->nctl_free++] = c->nsend - 1 - i;
+	c->nctl_free = c->nsend;
 	for (i = 0; i < credits; i++) {
 		c->rfree[c->nrfree++] = credits - 1 - i;
 		c->sfree[c->nsfree++] = credits - 1 - i;
@@ -208,7 +206,6 @@ void exs_conn_destroy(struct exs_conn *c)
 	free(c->pool);
 	free(c->pool_len);
 	free(c->rfifo);
-	free(c->ctl_free);
 	free(c->ctl_op);
 	free(c->held);
 	free(c->rop);
@@ -279,12 +276,18 @@ static uint16_t take_owed(struct exs_conn *c)
 	return n;
 }
 
-/* SEND the control message in send slot i. */
+/* SEND the control message in send slot i. Only a DONE (it completes a
+ * send), a FIN or ABORT (the close waits for it), and one in every
+ * quarter of the slots (to free those before it) ask for a completion:
+ * each completion costs a wake-up of whoever sleeps on the CQ. */
 static int post_slot(struct exs_conn *c, uint32_t i)
 {
 	struct exs_wire_msg *m = &c->msg[i];
 	struct ibv_sge sge;
 	struct ibv_send_wr wr;
+	bool sig = m->type == EXS_WIRE_DONE || m->type == EXS_WIRE_FIN ||
+		   m->type == EXS_WIRE_ABORT || c->ctl_unsig + 1 >= c->nsend / 4;
+	int ret;
 
 	m->credits = take_owed(c);
 	sge = (struct ibv_sge){ .addr = (uintptr_t)m, .length = sizeof(*m), .lkey = c->mem_mr->lkey };
@@ -293,10 +296,26 @@ static int post_slot(struct exs_conn *c, uint32_t i)
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_SEND;
-	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.send_flags = sig ? IBV_SEND_SIGNALED : 0;
 	if (sizeof(*m) <= c->inline_max)
 		wr.send_flags |= IBV_SEND_INLINE;
-	return post_send(c, &wr);
+	if ((ret = post_send(c, &wr)))
+		return ret;
+	c->ctl_unsig = sig ? 0 : c->ctl_unsig + 1;
+	return 0;
+}
+
+/* Control send slot i completed: it and every slot before it are free.
+ * false if i is not in use (a stale or foreign completion). */
+static bool ctl_done(struct exs_conn *c, uint32_t i)
+{
+	uint32_t used = c->nsend - c->nctl_free, k;
+
+	if (i >= c->nsend || (k = (i + c->nsend - c->ctl_head) % c->nsend) >= used)
+		return false;
+	c->ctl_head = (i + 1) % c->nsend;
+	c->nctl_free += k + 1;
+	return true;
 }
 
 /* SEND one control message built from `t`; `op` is the send operation its
@@ -310,7 +329,7 @@ static int post_ctl(struct exs_conn *c, struct exs_wire_msg t, int32_t op)
 
 	if (!c->nctl_free)
 		return -ENOBUFS;
-	i = c->ctl_free[--c->nctl_free];
+	i = (c->ctl_head + c->nsend - c->nctl_free--) % c->nsend;
 	m = &c->msg[i];
 	*m = t;
 	m->version = EXS_WIRE_VERSION;
@@ -321,7 +340,7 @@ static int post_ctl(struct exs_conn *c, struct exs_wire_msg t, int32_t op)
 	}
 	ret = post_slot(c, i);
 	if (ret)
-		c->ctl_free[c->nctl_free++] = i;
+		c->nctl_free++; /* the newest slot: given back */
 	return ret;
 }
 
@@ -1356,12 +1375,9 @@ static void on_wc(struct exs_conn *c, const struct ibv_wc *wc)
 				  wc->vendor_err);
 		if (kind == WR_EAGER)
 			c->eager_sq--;
-		if (kind == WR_CTL && i < c->nsend) {
-			c->ctl_free[c->nctl_free++] = i;
-			if (c->msg[i].type == EXS_WIRE_FIN ||
-			    c->msg[i].type == EXS_WIRE_ABORT)
-				fin_completed(c);
-		}
+		if (kind == WR_CTL && ctl_done(c, i) &&
+		    (c->msg[i].type == EXS_WIRE_FIN || c->msg[i].type == EXS_WIRE_ABORT))
+			fin_completed(c);
 		exs_conn_break(c, ECONNRESET);
 		return;
 	}
@@ -1405,9 +1421,8 @@ static void on_wc(struct exs_conn *c, const struct ibv_wc *wc)
 			op_complete(c, &c->sop[i], 0, c->sop[i].len, 0);
 		break;
 	case WR_CTL:
-		if (i >= c->nsend)
+		if (!ctl_done(c, i))
 			break;
-		c->ctl_free[c->nctl_free++] = i;
 		m = c->msg[i];
 		if (m.type == EXS_WIRE_DONE && c->ctl_op[i] >= 0 &&
 		    c->sop[c->ctl_op[i]].kind == EXS_EVT_SEND)

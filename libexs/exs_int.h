@@ -257,8 +257,10 @@ struct exs_conn {
 	char *rbuf, *ebuf;
 	struct exs_wire_msg *msg;
 	uint32_t nrecv, nsend, rsz, esz;
-	uint32_t *ctl_free;
-	uint32_t nctl_free;
+	/* control send slots, used in ring order: ctl_head is the oldest
+	 * not known complete; a signalled one's completion frees it and every
+	 * unsignalled one before it (a send queue completes in order) */
+	uint32_t ctl_head, nctl_free, ctl_unsig;
 	int32_t *ctl_op; /* send slot -> send op it completes, or -1 */
 	/* passive iWARP: send slots held, in order, until the peer's HELLO */
 	bool await_hello;
