@@ -277,16 +277,18 @@ static uint16_t take_owed(struct exs_conn *c)
 }
 
 /* SEND the control message in send slot i. Only a DONE (it completes a
- * send), a FIN or ABORT (the close waits for it), and one in every
- * quarter of the slots (to free those before it) ask for a completion:
- * each completion costs a wake-up of whoever sleeps on the CQ. */
+ * send), a FIN or ABORT (the close waits for it), one in every quarter of
+ * the slots, and every one while fewer than a quarter are free (to free
+ * those before it) ask for a completion: each completion costs a wake-up
+ * of whoever sleeps on the CQ. */
 static int post_slot(struct exs_conn *c, uint32_t i)
 {
 	struct exs_wire_msg *m = &c->msg[i];
 	struct ibv_sge sge;
 	struct ibv_send_wr wr;
 	bool sig = m->type == EXS_WIRE_DONE || m->type == EXS_WIRE_FIN ||
-		   m->type == EXS_WIRE_ABORT || c->ctl_unsig + 1 >= c->nsend / 4;
+		   m->type == EXS_WIRE_ABORT || c->ctl_unsig + 1 >= c->nsend / 4 ||
+		   c->nctl_free < c->nsend / 4;
 	int ret;
 
 	m->credits = take_owed(c);
