@@ -403,6 +403,9 @@ int exs_ctl_call(ExsCtl__Msg *req, ExsCtl__Msg **ret_reply);
 int exs_ctl_send(ExsCtl__Msg *m);
 int exs_ctl_take(int fd, const uint8_t *buf, ssize_t n, ExsCtl__Msg **ret_msg);
 void exs_ctl_msg_init(ExsCtl__Msg *m);
+/* `err` from exsd (or a peer's reject it passes on) if it is an errno
+ * exsd is documented to give, else `fallback` */
+int exs_ctl_errno(int err, int fallback);
 
 /* ---- progress.c: the progress thread */
 int exs_progress_start(void);
