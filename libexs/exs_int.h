@@ -25,6 +25,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -162,6 +163,15 @@ struct exs_mreg *exs_mreg_get(exs_mhandle_t h);
 int exs_mreg_delete(struct exs_mreg *m);
 struct ibv_mr *exs_mreg_mr(struct exs_mreg *m, struct exs_dev *d);
 int exs_verbs_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, bool guard);
+int exs_verbs_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask, bool guard);
+void exs_verbs_destroy_qp(struct ibv_qp *qp, bool guard);
+/* SIGPIPE held off the calling thread around a call that may raise it */
+struct exs_nopipe {
+	sigset_t pipe, old;
+	bool was_pending;
+};
+void exs_nopipe_begin(struct exs_nopipe *g);
+void exs_nopipe_end(struct exs_nopipe *g);
 int exs_verbs_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr);
 
 /* ---- conn.c: one established connection, its state machine and data path */
