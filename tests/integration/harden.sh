@@ -50,4 +50,19 @@ sigpipe_round rxe-peer "$EXS_VM_RXE_IP" 7802 no
 sigpipe_round siw-exsd "$EXS_VM_SIW_IP" 7803 yes
 start_exsd harden2 || { fail "exsd restart"; summary; exit 1; }
 
+# ---- b-d. exs_mregister past RLIMIT_MEMLOCK, a queue past its depth, a
+# full socket table: each an errno or documented behaviour, no crash
+out=$( (ulimit -l 1024 && exec timeout -k 5 60 "$T/exs_exhaust" "$EXS_VM_SIW_IP" 7810) 2>&1)
+rc=$?
+echo "$out" | sed 's/^/    /'
+for c in memlock qdepth emfile; do
+	if echo "$out" | grep -q "^PASS $c" && ! echo "$out" | grep -q "^FAIL $c"; then
+		pass "$c: $(echo "$out" | grep "^PASS $c" | tail -n 1 | cut -d' ' -f3-)"
+	else
+		fail "$c (exs_exhaust exit $rc)"
+	fi
+done
+[ $rc = 0 ] || fail "exs_exhaust exit $rc"
+stop_exsd harden2
+
 summary
