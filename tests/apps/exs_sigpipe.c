@@ -129,8 +129,9 @@ int main(int argc, char **argv)
 	while ((pid = wait(&st)) > 0) {
 		if (WIFSIGNALED(st) && WTERMSIG(st) == SIGPIPE)
 			pipes++;
-		else if (WIFSIGNALED(st))
-			sigs++;
+		else if (WIFSIGNALED(st) && ++sigs)
+			printf("sender %d: killed by signal %d (%s)\n", (int)pid, WTERMSIG(st),
+			       strsignal(WTERMSIG(st)));
 		else if (WEXITSTATUS(st))
 			failed++;
 	}
