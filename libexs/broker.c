@@ -377,8 +377,7 @@ static void established(struct exs_sock *s, ExsCtl__Established *e)
 
 static void on_conn_error(struct exs_sock *s, int err)
 {
-	if (err <= 0 || err >= 4096)
-		err = EIO;
+	err = exs_ctl_errno(err, ECONNREFUSED);
 	s->known_to_exsd = false; /* exsd has dropped its CM id */
 	switch (s->state) {
 	case EXS_S_CONNECTING:

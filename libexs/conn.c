@@ -196,7 +196,7 @@ void exs_conn_destroy(struct exs_conn *c)
 			ibv_dereg_mr(c->sop[i].tmp_mr);
 	}
 	if (c->qp)
-		ibv_destroy_qp(c->qp);
+		exs_verbs_destroy_qp(c->qp, c->iwarp);
 	if (c->cq)
 		ibv_destroy_cq(c->cq);
 	if (c->mem_mr)
@@ -244,9 +244,9 @@ int exs_conn_modify(struct exs_conn *c, const ExsCtl__QpAttr *a)
 		attr.qp_access_flags |= IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 		mask |= IBV_QP_ACCESS_FLAGS;
 	}
-	ret = ibv_modify_qp(c->qp, &attr, mask);
+	ret = exs_verbs_modify_qp(c->qp, &attr, mask, c->iwarp);
 	if (ret)
-		return -ret;
+		return ret;
 	if (attr.qp_state == IBV_QPS_INIT)
 		for (i = 0; i < c->nrecv; i++)
 			if ((ret = post_recv(c, i)))
@@ -473,7 +473,7 @@ void exs_conn_break(struct exs_conn *c, int err)
 	if (EXS_DEBUG_ON())
 		exs_debug("fd %d broken: %s", c->fd, strerror(err));
 	set_link(c, EXS_LINK_RESET);
-	ibv_modify_qp(c->qp, &qa, IBV_QP_STATE);
+	exs_verbs_modify_qp(c->qp, &qa, IBV_QP_STATE, c->iwarp);
 	exs_conn_fail_all(c, err);
 }
 

@@ -189,6 +189,30 @@ int exs_ctl_send(ExsCtl__Msg *m)
 	return ret;
 }
 
+/*
+ * An errno that came over the channel reaches the application, and a
+ * ConnError may carry what the peer put in its reject: only the errnos a
+ * set-up or an exsd request can really fail with pass (a peer could name
+ * ENOEXEC or 4000 otherwise).
+ */
+int exs_ctl_errno(int err, int fallback)
+{
+	static const int known[] = {
+		EPERM, ENOENT, EIO, ENOMEM, EACCES, EBUSY, EINVAL, ENFILE, EMFILE,
+		ENOSPC, ENODEV, ERANGE, EAGAIN, ENAMETOOLONG, EMSGSIZE, EPROTO,
+		EBADMSG, EPROTONOSUPPORT, EAFNOSUPPORT, EOPNOTSUPP, EADDRINUSE,
+		EADDRNOTAVAIL, ENETDOWN, ENETUNREACH, ECONNABORTED, ECONNRESET,
+		ENOBUFS, EISCONN, ENOTCONN, ETIMEDOUT, ECONNREFUSED, EHOSTDOWN,
+		EHOSTUNREACH, EALREADY, EINPROGRESS, EUSERS,
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (err == known[i])
+			return err;
+	return fallback;
+}
+
 /* A request and its reply; an Error reply becomes -err. */
 int exs_ctl_call(ExsCtl__Msg *req, ExsCtl__Msg **ret_reply)
 {
@@ -210,7 +234,7 @@ int exs_ctl_call(ExsCtl__Msg *req, ExsCtl__Msg **ret_reply)
 		return ret;
 	}
 	if (w.reply->body_case == EXS_CTL__MSG__BODY_ERROR) {
-		ret = w.reply->error->err > 0 && w.reply->error->err < 4096 ? -w.reply->error->err : -EIO;
+		ret = -exs_ctl_errno(w.reply->error->err, EIO);
 		exs_ctl__msg__free_unpacked(w.reply, NULL);
 		return ret;
 	}

@@ -25,6 +25,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -190,6 +191,15 @@ int exs_mreg_delete(struct exs_mreg *m);
 int exs_mreg_modify(struct exs_mreg *m, size_t len, int flags);
 struct ibv_mr *exs_mreg_mr(struct exs_mreg *m, struct exs_dev *d);
 int exs_verbs_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, bool guard);
+int exs_verbs_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask, bool guard);
+void exs_verbs_destroy_qp(struct ibv_qp *qp, bool guard);
+/* SIGPIPE held off the calling thread around a call that may raise it */
+struct exs_nopipe {
+	sigset_t pipe, old;
+	bool was_pending;
+};
+void exs_nopipe_begin(struct exs_nopipe *g);
+void exs_nopipe_end(struct exs_nopipe *g);
 int exs_verbs_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr);
 
 /* ---- conn.c: one established connection, its state machine and data path */
@@ -448,6 +458,9 @@ int exs_ctl_call(ExsCtl__Msg *req, ExsCtl__Msg **ret_reply);
 int exs_ctl_send(ExsCtl__Msg *m);
 int exs_ctl_take(int fd, const uint8_t *buf, ssize_t n, ExsCtl__Msg **ret_msg);
 void exs_ctl_msg_init(ExsCtl__Msg *m);
+/* `err` from exsd (or a peer's reject it passes on) if it is an errno
+ * exsd is documented to give, else `fallback` */
+int exs_ctl_errno(int err, int fallback);
 
 /* ---- progress.c: the progress thread */
 int exs_progress_start(void);

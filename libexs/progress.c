@@ -103,6 +103,7 @@ static void ctl_input(int fd)
 
 void exs_debug(const char *fmt, ...)
 {
+	struct exs_nopipe g;
 	char line[256];
 	va_list ap;
 	int n;
@@ -113,9 +114,12 @@ void exs_debug(const char *fmt, ...)
 	va_end(ap);
 	n = (int)strlen(line);
 	line[n++] = '\n';
+	/* stderr may be a pipe or the journal's socket, and gone */
+	exs_nopipe_begin(&g);
 	if (write(STDERR_FILENO, line, (size_t)n) < 0) {
 		/* nowhere else to say it */
 	}
+	exs_nopipe_end(&g);
 }
 
 uint64_t exs_now_ms(void)

@@ -234,13 +234,6 @@ int exs_mreg_modify(struct exs_mreg *m, size_t len, int flags)
 	return 0;
 }
 
-/*
- * siw transmits from the posting thread's system call, on a TCP socket,
- * without MSG_NOSIGNAL: after the peer died that raises SIGPIPE, which
- * would kill an application that never asked for it. `guard` (iWARP) blocks
- * SIGPIPE around the post and takes back one that the post raised; one
- * that was already pending stays for the application.
- */
 /* A post's result as -errno. Providers disagree on the sign (the verbs
  * documentation says a positive errno; siw has been seen to return a
  * negative one once its QP is dead), and -1 means "see errno". */
@@ -253,6 +246,38 @@ static int post_ret(int r)
 	return r < 0 ? r : -r;
 }
 
+/*
+ * siw transmits on a TCP socket from the calling thread's system call,
+ * without MSG_NOSIGNAL: a post_send (data), and a modify to ERR or a
+ * destroy of a QP that owes the peer a TERMINATE. After the peer died that
+ * raises SIGPIPE, which would kill an application that never asked for it.
+ * The guard blocks SIGPIPE around such a call and takes back one that the
+ * call raised; one that was already pending stays for the application.
+ */
+void exs_nopipe_begin(struct exs_nopipe *g)
+{
+	sigset_t pending;
+
+	sigemptyset(&g->pipe);
+	sigaddset(&g->pipe, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &g->pipe, &g->old);
+	sigpending(&pending);
+	g->was_pending = sigismember(&pending, SIGPIPE);
+}
+
+void exs_nopipe_end(struct exs_nopipe *g)
+{
+	static const struct timespec zero;
+	sigset_t pending;
+
+	if (!g->was_pending) {
+		sigpending(&pending);
+		if (sigismember(&pending, SIGPIPE))
+			sigtimedwait(&g->pipe, NULL, &zero);
+	}
+	pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}
+
 int exs_verbs_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr)
 {
 	struct ibv_recv_wr *bad;
@@ -262,25 +287,41 @@ int exs_verbs_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr)
 
 int exs_verbs_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, bool guard)
 {
-	static const struct timespec zero;
-	sigset_t pipe, old, pending;
+	struct exs_nopipe g;
 	struct ibv_send_wr *bad;
-	bool was_pending;
 	int ret;
 
 	if (!guard)
 		return post_ret(ibv_post_send(qp, wr, &bad));
-	sigemptyset(&pipe);
-	sigaddset(&pipe, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &pipe, &old);
-	sigpending(&pending);
-	was_pending = sigismember(&pending, SIGPIPE);
+	exs_nopipe_begin(&g);
 	ret = post_ret(ibv_post_send(qp, wr, &bad));
-	if (!was_pending) {
-		sigpending(&pending);
-		if (sigismember(&pending, SIGPIPE))
-			sigtimedwait(&pipe, NULL, &zero);
-	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	exs_nopipe_end(&g);
 	return ret;
+}
+
+/* ibv_modify_qp, as -errno, guarded on iWARP (see exs_nopipe_begin) */
+int exs_verbs_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask, bool guard)
+{
+	struct exs_nopipe g;
+	int ret;
+
+	if (!guard)
+		return -ibv_modify_qp(qp, attr, mask);
+	exs_nopipe_begin(&g);
+	ret = -ibv_modify_qp(qp, attr, mask);
+	exs_nopipe_end(&g);
+	return ret;
+}
+
+void exs_verbs_destroy_qp(struct ibv_qp *qp, bool guard)
+{
+	struct exs_nopipe g;
+
+	if (!guard) {
+		ibv_destroy_qp(qp);
+		return;
+	}
+	exs_nopipe_begin(&g);
+	ibv_destroy_qp(qp);
+	exs_nopipe_end(&g);
 }

@@ -24,7 +24,7 @@
 #include <exs.h>
 
 static int shared_fd = -1; /* the socket either thread may close: CAS owns it */
-static volatile int stop;
+static int stop; /* atomic: the racer polls it */
 static exs_qhandle_t closeq;
 static long closed_by_racer, transient;
 
@@ -38,7 +38,7 @@ static bool take(int fd)
 static void *racer(void *arg)
 {
 	(void)arg;
-	while (!stop) {
+	while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) {
 		int fd = __atomic_load_n(&shared_fd, __ATOMIC_ACQUIRE);
 
 		if (fd >= 0 && take(fd)) {
@@ -102,7 +102,7 @@ int main(int argc, char **argv)
 		while (exs_qdequeue(closeq, ev, -64, &(struct timeval){ 0 }) > 0)
 			;
 	}
-	stop = 1;
+	__atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
 	pthread_join(t, NULL);
 	printf("exs_race: %ld rounds, %ld calls succeeded, %ld failed with EBADF (closed "
 	       "under them), %ld closes by the racer, %ld binds met a port still in use and "

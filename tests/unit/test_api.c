@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include <exs.h>
+#include "exs_int.h" /* exs_ctl_errno */
 
 #define ck_fails(call, e)                                   \
 	do {                                                \
@@ -315,9 +316,29 @@ START_TEST(stale_registration)
 }
 END_TEST
 
+/* An errno from exsd's channel (a peer's reject passes through it) reaches
+ * the application only if a set-up or request can really fail with it. */
+START_TEST(reject_errnos_bounded)
+{
+	static const int refused[] = { 0, -1, -ECONNREFUSED, ENOEXEC, EINTR, ECHILD, EBADF,
+				       EFAULT, E2BIG, 4095, 4096, 100000, -4096 };
+	static const int passed[] = { ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH, ENETUNREACH,
+				      ENODEV, EADDRNOTAVAIL, EACCES, ENOBUFS, EPERM,
+				      ECONNRESET, ECONNABORTED, ENETDOWN, EPROTO, ENOMEM };
+	size_t i;
+
+	for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		ck_assert_int_eq(exs_ctl_errno(refused[i], ECONNREFUSED), ECONNREFUSED);
+		ck_assert_int_eq(exs_ctl_errno(refused[i], EIO), EIO);
+	}
+	for (i = 0; i < sizeof(passed) / sizeof(passed[0]); i++)
+		ck_assert_int_eq(exs_ctl_errno(passed[i], EIO), passed[i]);
+}
+END_TEST
+
 int main(void)
 {
-	const TTest *const tests[] = { init_checks_version, socket_args, bad_and_closed_fds, needs_exsd_gives_enetdown, address_checks, data_before_connect, queue_args, queue_attributes, shutdown_args, call_flags_and_states, fcntl_credits, registration_args, stale_queue_handle, stale_registration, NULL };
+	const TTest *const tests[] = { init_checks_version, socket_args, bad_and_closed_fds, needs_exsd_gives_enetdown, address_checks, data_before_connect, queue_args, queue_attributes, shutdown_args, call_flags_and_states, fcntl_credits, registration_args, stale_queue_handle, stale_registration, reject_errnos_bounded, NULL };
 
 	return run_tests("api", 20, tests);
 }
