@@ -153,6 +153,8 @@ static void ep_fail(struct ep *e, int err)
 	}
 	if (e->has_sock)
 		ctl_send_conn_error(e->c, e->sock, err);
+	else if (e->state == EP_REQUESTED && e->listener)
+		ctl_send_request_gone(e->c, e->listener->sock, e->conn, err);
 	e->dead = true;
 }
 
@@ -201,6 +203,21 @@ static void arm_timer(struct ep *e, uint32_t ms)
 		e->timer = evtimer_new(exsd.base, on_timeout, e);
 	if (e->timer)
 		evtimer_add(e->timer, &tv);
+}
+
+/* An active connect without a deadline of its own entered a step: waiting
+ * for the peer to accept is not timed (the CM's retries bound a dead path),
+ * the others get connect_timeout_ms. */
+static void arm_step_timer(struct ep *e)
+{
+	if (e->timeout_ms)
+		return;
+	if (e->state == EP_CONNECTING) {
+		if (e->timer)
+			evtimer_del(e->timer);
+	} else {
+		arm_timer(e, exsd.conf.connect_timeout_ms);
+	}
 }
 
 /* ---- requests from clients */
@@ -361,6 +378,10 @@ int cm_connect(struct client *c, ExsCtl__Connect *m)
 	memcpy(&dst, m->addr.data, m->addr.len);
 	e->type = m->type == SOCK_STREAM ? SOCK_STREAM : SOCK_SEQPACKET;
 	setup_from_msg(&e->offer, m->setup);
+	/* the caller's deadline bounds the whole connect; without one, only
+	 * the steps that do not wait for the peer's application are bounded
+	 * (arm_step_timer) and a queued request waits until it is accepted */
+	e->timeout_ms = m->timeout_ms;
 	arm_timer(e, m->timeout_ms ? m->timeout_ms : exsd.conf.connect_timeout_ms);
 	if (rdma_resolve_addr(e->id, NULL, (struct sockaddr *)&dst, EXSD_RESOLVE_MS)) {
 		ret = -errno;
@@ -455,6 +476,7 @@ int cm_qp_ready(struct client *c, ExsCtl__QpReady *m)
 			return 0;
 		}
 		ep_set_state(e, EP_CONNECTING);
+		arm_step_timer(e);
 		return 0;
 	}
 	if (e->state == EP_WAIT_RTR) {
@@ -570,6 +592,7 @@ static void on_connect_response(struct ep *e, struct rdma_cm_event *ev)
 	m.body_case = EXS_CTL__MSG__BODY_RTR;
 	m.rtr = &r;
 	ep_set_state(e, EP_WAIT_RTR);
+	arm_step_timer(e);
 	ctl_send(e->c, &m);
 }
 
@@ -661,8 +684,9 @@ static void on_request(struct ep *l, struct rdma_cm_event *ev)
 	fill_addr(&cr.local_addr, rdma_get_local_addr(id));
 	m.body_case = EXS_CTL__MSG__BODY_CONN_REQUEST;
 	m.conn_request = &cr;
+	/* no timer: the request waits in the listener's backlog until it is
+	 * accepted or its connecting side gives up (a REJECTED event) */
 	ep_set_state(e, EP_REQUESTED);
-	arm_timer(e, exsd.conf.connect_timeout_ms);
 	ctl_send(l->c, &m);
 }
 

@@ -222,18 +222,33 @@ void client_drop(struct client *c, const char *why)
 	accept_resume(); /* a descriptor is free again */
 }
 
-/* Tell a client that its socket `sock` has no connection (any more). */
-void ctl_send_conn_error(struct client *c, uint32_t sock, int err)
+/* ConnError for socket `sock`, or (conn != 0) for request `conn` queued on
+ * listener `sock`. */
+static void send_conn_error(struct client *c, uint32_t sock, uint32_t conn, int err)
 {
 	ExsCtl__Msg m;
 	ExsCtl__ConnError ce = EXS_CTL__CONN_ERROR__INIT;
 
 	ctl_msg_init(&m);
 	ce.sock = sock;
+	ce.conn = conn;
 	ce.err = err;
 	m.body_case = EXS_CTL__MSG__BODY_CONN_ERROR;
 	m.conn_error = &ce;
 	ctl_send(c, &m);
+}
+
+/* Tell a client that its socket `sock` has no connection (any more). */
+void ctl_send_conn_error(struct client *c, uint32_t sock, int err)
+{
+	send_conn_error(c, sock, 0, err);
+}
+
+/* Tell a client that connection request `conn`, queued on its listener
+ * `listener` and not yet accepted, is over: its accept must not take it. */
+void ctl_send_request_gone(struct client *c, uint32_t listener, uint32_t conn, int err)
+{
+	send_conn_error(c, listener, conn, err);
 }
 
 /* Returns false when the client must be dropped. */

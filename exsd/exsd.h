@@ -131,6 +131,7 @@ struct ep {
 	struct rdma_cm_id *id;
 	enum ep_state state;
 	bool passive, iwarp, dead;
+	uint32_t timeout_ms;	/* active: the caller's deadline for the connect; 0 none */
 	uint32_t backlog, pending; /* listeners */
 	bool holds_port;	/* counted in its uid's ports: bound by exsd for it */
 	struct ep *listener;	/* passive: the listener it came to */
@@ -202,6 +203,7 @@ void ctl_msg_init(ExsCtl__Msg *m);
 void ctl_reply_error(struct client *c, uint32_t seq, int err, const char *text);
 void ctl_reply_ok(struct client *c, uint32_t seq);
 void ctl_send_conn_error(struct client *c, uint32_t sock, int err);
+void ctl_send_request_gone(struct client *c, uint32_t listener, uint32_t conn, int err);
 void client_drop(struct client *c, const char *why);
 
 /* cm.c */
