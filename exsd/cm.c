@@ -55,6 +55,7 @@ static struct ep *ep_new(struct client *c)
 	}
 	e->c = c;
 	e->gid = ++exsd.next_ep;
+	index_add_id(e);
 	e->created_ms = now_ms();
 	e->type = SOCK_SEQPACKET;
 	e->next = c->eps;
@@ -65,22 +66,20 @@ static struct ep *ep_new(struct client *c)
 
 struct ep *ep_find(struct client *c, uint32_t sock)
 {
-	struct ep *e;
-
-	for (e = c->eps; e; e = e->next)
-		if (e->has_sock && e->sock == sock && !e->dead)
-			return e;
-	return NULL;
+	return index_sock(c, sock);
 }
 
 struct ep *ep_find_conn(struct client *c, uint32_t conn)
 {
-	struct ep *e;
+	return index_conn(c, conn);
+}
 
-	for (e = c->eps; e; e = e->next)
-		if (e->passive && e->conn == conn && !e->dead)
-			return e;
-	return NULL;
+/* The ep now stands for the client's socket `sock`. */
+static void ep_set_sock(struct ep *e, uint32_t sock)
+{
+	e->sock = sock;
+	e->has_sock = true;
+	index_add_sock(e);
 }
 
 /* Unlink and destroy; never from inside a CM event that names e->id. */
@@ -94,12 +93,16 @@ void ep_free(struct ep *e)
 			break;
 		}
 	e->c->neps--;
+	index_del(e);
 	limits_put_socket(e->c->u);
 	if (e->holds_port)
 		limits_put_port(e->c->u);
-	for (struct ep *o = e->c->eps; o; o = o->next)
-		if (o->listener == e)
-			o->listener = NULL;
+	if (e->eph_port)
+		index_release_port(e->eph_port);
+	if (e->backlog) /* a listener: its requests lose it */
+		for (struct ep *o = e->c->eps; o; o = o->next)
+			if (o->listener == e)
+				o->listener = NULL;
 	if (e->listener && e->listener->pending)
 		e->listener->pending--;
 	if (e->timer)
@@ -269,6 +272,10 @@ static int bind_id(struct ep *e, struct sockaddr_storage *ss)
 		limits_put_port(e->c->u);
 		return ret;
 	}
+	if (ret > 0) {
+		e->eph_port = (uint16_t)ret;
+		index_hold_port(e->eph_port);
+	}
 	e->holds_port = true;
 	return 0;
 }
@@ -302,8 +309,7 @@ int cm_bind(struct client *c, uint32_t seq, ExsCtl__Bind *b)
 	e = ep_new(c);
 	if (!e)
 		return -ENOBUFS;
-	e->sock = b->sock;
-	e->has_sock = true;
+	ep_set_sock(e, b->sock);
 	e->type = b->type == SOCK_STREAM ? SOCK_STREAM : SOCK_SEQPACKET;
 	ret = create_id(e);
 	if (!ret)
@@ -362,8 +368,7 @@ int cm_connect(struct client *c, ExsCtl__Connect *m)
 		e = ep_new(c);
 		if (!e)
 			return -ENOBUFS;
-		e->sock = m->sock;
-		e->has_sock = true;
+		ep_set_sock(e, m->sock);
 		memcpy(&dst, m->addr.data, m->addr.len);
 		/* unbound: a wildcard address and a port of ours, as a bind(0) */
 		memset(&src, 0, sizeof(src));
@@ -447,8 +452,7 @@ int cm_qp_ready(struct client *c, ExsCtl__QpReady *m)
 		setup_from_msg(&mine, m->setup);
 		setup_agree(&e->offer, &mine, &e->agreed);
 		setup_encode(&w, EXS_WIRE_SETUP_RESPONSE, &e->agreed);
-		e->sock = m->sock;
-		e->has_sock = true;
+		ep_set_sock(e, m->sock);
 		if (e->listener && e->listener->pending)
 			e->listener->pending--;
 		e->listener = NULL;
@@ -501,6 +505,7 @@ int cm_reject(struct client *c, ExsCtl__Reject *m)
 	reject_encode(&r, m->err > 0 && m->err < 4096 ? m->err : ECONNREFUSED);
 	rdma_reject(e->id, &r, sizeof(r));
 	e->has_sock = false;
+	index_del_sock(e);
 	ep_free(e);
 	return 0;
 }
@@ -513,17 +518,19 @@ int cm_close_sock(struct client *c, ExsCtl__Close *m)
 		return 0; /* already gone on our side: closing is idempotent */
 	if (e->state == EP_ESTABLISHED || e->state == EP_LISTENING)
 		observe_event(e, "close", 0);
-	if (e->state == EP_LISTENING) {
-		/* requests not yet accepted die with their listener */
-		for (struct ep *o = c->eps; o; o = o->next)
-			if (o->listener == e && o->state == EP_REQUESTED && !o->dead) {
-				struct exs_wire_reject r;
-
-				reject_encode(&r, ECONNREFUSED);
-				rdma_reject(o->id, &r, sizeof(r));
-				o->dead = true;
-			}
+	if (e->state != EP_LISTENING) {
+		ep_free(e);
+		return 0;
 	}
+	/* requests not yet accepted die with their listener */
+	for (struct ep *o = c->eps; o; o = o->next)
+		if (o->listener == e && o->state == EP_REQUESTED && !o->dead) {
+			struct exs_wire_reject r;
+
+			reject_encode(&r, ECONNREFUSED);
+			rdma_reject(o->id, &r, sizeof(r));
+			o->dead = true;
+		}
 	ep_free(e);
 	for (struct ep *o = c->eps, *n; o; o = n) {
 		n = o->next;
@@ -646,6 +653,7 @@ static void on_request(struct ep *l, struct rdma_cm_event *ev)
 		e->type = l->type;
 		e->iwarp = is_iwarp(id);
 		e->conn = ++exsd.next_conn ? exsd.next_conn : ++exsd.next_conn;
+		index_add_conn(e);
 		e->listener = l;
 		e->offer = req;
 		l->pending++;

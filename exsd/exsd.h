@@ -71,6 +71,21 @@ void config_log(const struct exsd_config *c);
  * changed is returned. */
 int config_reload(struct exsd_config *c, const char *path, bool must_exist, FILE *err, FILE *log);
 
+/* index.c: lookups in hash tables, the ephemeral ports held in a bitmap */
+struct ep;
+struct client;
+void index_add_id(struct ep *e);
+void index_add_sock(struct ep *e);	/* (e->c, e->sock); again after a change */
+void index_del_sock(struct ep *e);
+void index_add_conn(struct ep *e);
+void index_del(struct ep *e);
+struct ep *index_id(uint32_t gid);
+struct ep *index_sock(const struct client *c, uint32_t sock);
+struct ep *index_conn(const struct client *c, uint32_t conn);
+void index_hold_port(uint16_t port);
+void index_release_port(uint16_t port);
+bool index_port_held(uint16_t port);
+
 /* ports.c */
 int port_pick(uint32_t lo, uint32_t hi, uint32_t *cursor,
 	      int (*try_bind)(void *arg, uint16_t port), void *arg);
@@ -96,6 +111,14 @@ int proc_status_field(pid_t pid, const char *key, int base, uint64_t *ret);
 bool proc_has_cap(pid_t pid, unsigned cap);
 
 struct client;
+
+/* A link in one of index.c's hash tables. */
+struct hnode {
+	struct hnode *next;
+	uint64_t key;
+	bool linked;
+};
+#define EXSD_HASH_BITS0 8	/* buckets a table starts with (static), 2^N */
 
 enum ep_state {
 	EP_BOUND,
@@ -138,6 +161,8 @@ struct ep {
 	struct exs_wire_setup offer;	/* active: ours; passive: the peer's */
 	struct exs_wire_setup agreed;
 	struct event *timer;
+	uint16_t eph_port;	/* an ephemeral port exsd picked for it, 0 none */
+	struct hnode by_id, by_sock, by_conn;	/* index.c */
 	struct ep *next;	/* in the client's list */
 };
 

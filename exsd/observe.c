@@ -417,22 +417,22 @@ void observe_client_gone(struct client *c)
 
 int observe_disconnect(struct client *o, uint32_t seq, ExsCtl__Disconnect *d)
 {
-	for (struct client *c = exsd.clients; c; c = c->next)
-		for (struct ep *e = c->eps; e; e = e->next) {
-			if (e->gid != d->id || e->dead)
-				continue;
-			if (!may_see(o, c))
-				return -EPERM;
-			exsd_log(LOG_NOTICE, "client %u (uid %u) disconnects socket %u of client %u (%s)",
-				 o->id, (unsigned)o->uid, e->gid, c->id, c->comm);
-			observe_event(e, "close", ECONNABORTED);
-			if (e->has_sock)
-				ctl_send_conn_error(c, e->sock, ECONNABORTED);
-			ep_free(e);
-			ctl_reply_ok(o, seq);
-			return 0;
-		}
-	return -ENOENT;
+	struct ep *e = index_id(d->id);
+	struct client *c;
+
+	if (!e)
+		return -ENOENT;
+	c = e->c;
+	if (!may_see(o, c))
+		return -EPERM;
+	exsd_log(LOG_NOTICE, "client %u (uid %u) disconnects socket %u of client %u (%s)", o->id,
+		 (unsigned)o->uid, e->gid, c->id, c->comm);
+	observe_event(e, "close", ECONNABORTED);
+	if (e->has_sock)
+		ctl_send_conn_error(c, e->sock, ECONNABORTED);
+	ep_free(e);
+	ctl_reply_ok(o, seq);
+	return 0;
 }
 
 void observe_monitor(struct client *o, uint32_t seq)
