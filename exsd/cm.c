@@ -335,7 +335,7 @@ int cm_listen(struct client *c, uint32_t seq, ExsCtl__Listen *l)
 
 	if (!e || e->state != EP_BOUND)
 		return -EINVAL;
-	if (l->backlog == 0 || l->backlog > 4096)
+	if (l->backlog == 0 || l->backlog > EXS_LIMIT_BACKLOG)
 		return -EINVAL;
 	if (listeners(c) >= exsd.conf.max_listeners)
 		return -ENOBUFS;
@@ -360,7 +360,7 @@ int cm_connect(struct client *c, ExsCtl__Connect *m)
 	int ret;
 
 	if (check_sockaddr(&m->addr) || !m->setup || !m->setup->credits ||
-	    m->setup->credits > EXSD_MAX_CREDITS)
+	    m->setup->credits > EXS_LIMIT_CREDITS)
 		return -EINVAL;
 	if (e && e->state != EP_BOUND)
 		return -EISCONN;
@@ -442,7 +442,7 @@ int cm_qp_ready(struct client *c, ExsCtl__QpReady *m)
 
 		e = ep_find_conn(c, m->conn);
 		if (!e || e->state != EP_REQUESTED || !m->setup || !m->setup->credits ||
-		    m->setup->credits > EXSD_MAX_CREDITS || ep_find(c, m->sock))
+		    m->setup->credits > EXS_LIMIT_CREDITS || ep_find(c, m->sock))
 			return -EINVAL;
 		if (qp_check_owner(c, m->sock, e->id, m->qpn)) {
 			/* the peer is refused; the client's accept goes on waiting */
@@ -502,7 +502,7 @@ int cm_reject(struct client *c, ExsCtl__Reject *m)
 
 	if (!e || e->state != EP_REQUESTED)
 		return -EINVAL;
-	reject_encode(&r, m->err > 0 && m->err < 4096 ? m->err : ECONNREFUSED);
+	reject_encode(&r, exs_is_errno(m->err) ? m->err : ECONNREFUSED);
 	rdma_reject(e->id, &r, sizeof(r));
 	e->has_sock = false;
 	index_del_sock(e);
@@ -700,7 +700,7 @@ static void on_request(struct ep *l, struct rdma_cm_event *ev)
 
 static int cm_status_errno(int status, int dflt)
 {
-	return status < 0 && status > -4096 ? -status : dflt;
+	return exs_is_errno(-(long)status) ? -status : dflt;
 }
 
 static void on_cm_event(struct rdma_cm_event *ev, struct rdma_cm_id **ret_destroy)

@@ -17,6 +17,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "exs_control.h"
+#include "exs_limits.h"
 #include "exs_wire.h"
 
 #define EXSD_DEFAULT_SOCKET EXS_CTL_DEFAULT_SOCKET
@@ -24,7 +25,6 @@
 #define EXSD_MAX_EPS_PER_CLIENT 4096
 #define EXSD_RESOLVE_MS 2000
 #define EXSD_CONNECT_MS 30000
-#define EXSD_MAX_CREDITS 1024
 #define EXSD_DEFAULT_CREDITS 32	/* libexs's own default (EXS_DEFAULT_CREDITS) */
 #ifndef EXSD_DEFAULT_CONFIG
 #define EXSD_DEFAULT_CONFIG "/etc/exs.conf" /* CMake sets SYSCONFDIR/exs.conf */

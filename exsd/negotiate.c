@@ -62,7 +62,7 @@ int setup_decode(const void *pd, size_t len, uint8_t kind, struct exs_wire_setup
 	w.credits = ntohl(w.credits);
 	w.sp_max = ntohl(w.sp_max);
 	w.stream_buf = ntohl(w.stream_buf);
-	if (w.credits == 0 || w.credits > EXSD_MAX_CREDITS)
+	if (w.credits == 0 || w.credits > EXS_LIMIT_CREDITS)
 		return -EPROTO;
 	*ret = w;
 	return 0;
@@ -97,5 +97,5 @@ int reject_decode(const void *pd, size_t len)
 	if (ntohs(r.magic) != EXS_WIRE_MAGIC || r.kind != EXS_WIRE_SETUP_REJECT)
 		return ECONNREFUSED;
 	err = (int)ntohl((uint32_t)r.err);
-	return err > 0 && err < 4096 ? err : ECONNREFUSED;
+	return exs_is_errno(err) ? err : ECONNREFUSED;
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "exs_int.h"
+#include "exs_limits.h"
 
 static void copy_addr(struct sockaddr_storage *dst, socklen_t *len, const ProtobufCBinaryData *b)
 {
@@ -375,7 +376,7 @@ static void established(struct exs_sock *s, ExsCtl__Established *e)
 
 static void on_conn_error(struct exs_sock *s, int err)
 {
-	if (err <= 0 || err >= 4096)
+	if (!exs_is_errno(err))
 		err = EIO;
 	s->known_to_exsd = false; /* exsd has dropped its CM id */
 	switch (s->state) {

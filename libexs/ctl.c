@@ -16,6 +16,11 @@
 #include <unistd.h>
 
 #include "exs_int.h"
+#include "exs_limits.h"
+
+/* libexs's own limits are exsd's */
+_Static_assert(EXS_MAX_CREDITS == EXS_LIMIT_CREDITS, "credits limit differs from exsd's");
+_Static_assert(EXS_MAX_BACKLOG == EXS_LIMIT_BACKLOG, "backlog limit differs from exsd's");
 
 struct waiter {
 	uint32_t seq;
@@ -210,7 +215,7 @@ int exs_ctl_call(ExsCtl__Msg *req, ExsCtl__Msg **ret_reply)
 		return ret;
 	}
 	if (w.reply->body_case == EXS_CTL__MSG__BODY_ERROR) {
-		ret = w.reply->error->err > 0 && w.reply->error->err < 4096 ? -w.reply->error->err : -EIO;
+		ret = exs_is_errno(w.reply->error->err) ? -w.reply->error->err : -EIO;
 		exs_ctl__msg__free_unpacked(w.reply, NULL);
 		return ret;
 	}

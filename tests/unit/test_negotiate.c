@@ -44,7 +44,7 @@ START_TEST(refusals)
 	setup_encode(&w, EXS_WIRE_SETUP_REQUEST, &(struct exs_wire_setup){ .credits = 0 });
 	ck_assert_int_eq(setup_decode(&w, sizeof(w), EXS_WIRE_SETUP_REQUEST, &out), -EPROTO);
 	setup_encode(&w, EXS_WIRE_SETUP_REQUEST,
-		     &(struct exs_wire_setup){ .credits = EXSD_MAX_CREDITS + 1 });
+		     &(struct exs_wire_setup){ .credits = EXS_LIMIT_CREDITS + 1 });
 	ck_assert_int_eq(setup_decode(&w, sizeof(w), EXS_WIRE_SETUP_REQUEST, &out), -EPROTO);
 	w.magic = 0;
 	ck_assert_int_eq(setup_decode(&w, sizeof(w), EXS_WIRE_SETUP_REQUEST, &out), -EPROTO);
