@@ -4,6 +4,19 @@
  * rdmacm id (listen, resolve, connect/accept with user-managed QPs), the
  * EXS setup negotiation and the clients' control channels. It never sees
  * application data. Single-threaded: one libevent loop.
+ *
+ * Who calls whom (one way, top to bottom; tests/host/layers.sh checks it):
+ *
+ *   main.c      options, the loop, systemd, SIGHUP/SIGTERM
+ *   ctl.c       the control socket: clients, reading requests, replies
+ *   cm.c        rdmacm and the connection set-up   observe.c  exsctl's view
+ *   config.c limits.c negotiate.c ports.c qpown.c  (each calls only below)
+ *   index.c proc.c
+ *   base.c      the global `exsd`, exsd_log(), now_ms(): everyone may use
+ *
+ * Not yet so (issue 12): cm.c and observe.c still send through ctl.c
+ * (ctl_send and friends) and call each other (observe_event; ep_find,
+ * ep_free): the edges layers.sh lists as KNOWN.
  */
 #ifndef EXSD_H
 #define EXSD_H
@@ -40,8 +53,10 @@
 #define EXSD_STALL_MS 10000
 #define EXSD_ACCEPT_RETRY_MS 100	/* out of descriptors: try accept4 again after this */
 
+/* base.c (the global `exsd` is declared at the end) */
 enum log_level { LOG_ERR = 3, LOG_WARNING = 4, LOG_NOTICE = 5, LOG_INFO = 6, LOG_DEBUG = 7 };
 void exsd_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+uint64_t now_ms(void);
 
 /* Every setting of exs.conf (config.c has the keys, their bounds and docs/man
  * exs.conf.5.md what they mean). */
@@ -245,7 +260,6 @@ int cm_reject(struct client *c, ExsCtl__Reject *m);
 int cm_close_sock(struct client *c, ExsCtl__Close *m);
 
 /* observe.c: exsctl's view */
-uint64_t now_ms(void);
 int observe_query(struct client *c, uint32_t seq, ExsCtl__Query *q);
 void observe_stats_reply(struct client *c, uint32_t seq, ExsCtl__StatsReply *r);
 int observe_disconnect(struct client *c, uint32_t seq, ExsCtl__Disconnect *d);

@@ -30,14 +30,6 @@ struct query {
 	struct query *next;
 };
 
-uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static uint64_t wall_ms(void)
 {
 	struct timespec ts;
