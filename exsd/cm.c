@@ -194,6 +194,12 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (e->state == EP_ESTABLISHED || e->state == EP_LISTENING || e->state == EP_BOUND)
 		return;
+	if (e->state == EP_REQUESTED) { /* its connecting side has given up */
+		struct exs_wire_reject r;
+
+		reject_encode(&r, ETIMEDOUT);
+		rdma_reject(e->id, &r, sizeof(r));
+	}
 	ep_fail(e, ETIMEDOUT);
 	ep_free(e);
 }
@@ -387,6 +393,7 @@ int cm_connect(struct client *c, ExsCtl__Connect *m)
 	 * the steps that do not wait for the peer's application are bounded
 	 * (arm_step_timer) and a queued request waits until it is accepted */
 	e->timeout_ms = m->timeout_ms;
+	e->deadline_ms = m->timeout_ms ? now_ms() + m->timeout_ms : 0;
 	arm_timer(e, m->timeout_ms ? m->timeout_ms : exsd.conf.connect_timeout_ms);
 	if (rdma_resolve_addr(e->id, NULL, (struct sockaddr *)&dst, EXSD_RESOLVE_MS)) {
 		ret = -errno;
@@ -453,6 +460,8 @@ int cm_qp_ready(struct client *c, ExsCtl__QpReady *m)
 		setup_agree(&e->offer, &mine, &e->agreed);
 		setup_encode(&w, EXS_WIRE_SETUP_RESPONSE, &e->agreed);
 		ep_set_sock(e, m->sock);
+		if (e->timer) /* accepted in time: the connecting side's wait is over */
+			evtimer_del(e->timer);
 		if (e->listener && e->listener->pending)
 			e->listener->pending--;
 		e->listener = NULL;
@@ -473,6 +482,9 @@ int cm_qp_ready(struct client *c, ExsCtl__QpReady *m)
 			ep_free(e);
 			return 0;
 		}
+		/* the peer's exsd drops the request when we give up (exs_wire.h) */
+		e->offer.wait_ms = !e->deadline_ms ? 0
+				   : e->deadline_ms > now_ms() + 1 ? (uint32_t)(e->deadline_ms - now_ms()) : 1;
 		setup_encode(&w, EXS_WIRE_SETUP_REQUEST, &e->offer);
 		if (rdma_connect(e->id, &p)) {
 			ep_fail(e, errno);
@@ -692,9 +704,12 @@ static void on_request(struct ep *l, struct rdma_cm_event *ev)
 	fill_addr(&cr.local_addr, rdma_get_local_addr(id));
 	m.body_case = EXS_CTL__MSG__BODY_CONN_REQUEST;
 	m.conn_request = &cr;
-	/* no timer: the request waits in the listener's backlog until it is
-	 * accepted or its connecting side gives up (a REJECTED event) */
+	/* the request waits in the listener's backlog until it is accepted
+	 * or its connecting side gives up: at the end of the wait it asked
+	 * for (on_timeout), as no transport tells us (exs_wire.h part 1) */
 	ep_set_state(e, EP_REQUESTED);
+	if (req.wait_ms)
+		arm_timer(e, req.wait_ms);
 	ctl_send(l->c, &m);
 }
 

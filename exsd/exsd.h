@@ -170,6 +170,7 @@ struct ep {
 	enum ep_state state;
 	bool passive, iwarp, dead;
 	uint32_t timeout_ms;	/* active: the caller's deadline for the connect; 0 none */
+	uint64_t deadline_ms;	/* active: now_ms() when that deadline passes */
 	uint32_t backlog, pending; /* listeners */
 	bool holds_port;	/* counted in its uid's ports: bound by exsd for it */
 	struct ep *listener;	/* passive: the listener it came to */

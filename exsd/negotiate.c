@@ -20,6 +20,7 @@ void setup_encode(struct exs_wire_setup *w, uint8_t kind, const struct exs_wire_
 	w->credits = htonl(v->credits);
 	w->sp_max = htonl(v->sp_max);
 	w->stream_buf = htonl(v->stream_buf);
+	w->wait_ms = htonl(v->wait_ms);
 }
 
 void setup_from_msg(struct exs_wire_setup *w, const ExsCtl__Setup *m)
@@ -62,6 +63,7 @@ int setup_decode(const void *pd, size_t len, uint8_t kind, struct exs_wire_setup
 	w.credits = ntohl(w.credits);
 	w.sp_max = ntohl(w.sp_max);
 	w.stream_buf = ntohl(w.stream_buf);
+	w.wait_ms = ntohl(w.wait_ms);
 	if (w.credits == 0 || w.credits > EXS_LIMIT_CREDITS)
 		return -EPROTO;
 	*ret = w;
@@ -75,6 +77,7 @@ void setup_agree(const struct exs_wire_setup *a, const struct exs_wire_setup *b,
 	ret->credits = a->credits < b->credits ? a->credits : b->credits;
 	ret->sp_max = a->sp_max < b->sp_max ? a->sp_max : b->sp_max;
 	ret->stream_buf = a->stream_buf < b->stream_buf ? a->stream_buf : b->stream_buf;
+	ret->wait_ms = 0; /* a request's alone */
 }
 
 void reject_encode(struct exs_wire_reject *r, int err)
