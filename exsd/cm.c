@@ -16,23 +16,6 @@
 #include "exsd.h"
 #include "exs_qpattr.h"
 
-static const char *const ep_states[] = {
-	[EP_BOUND] = "bound",
-	[EP_LISTENING] = "listening",
-	[EP_RESOLVING_ADDR] = "resolving-addr",
-	[EP_RESOLVING_ROUTE] = "resolving-route",
-	[EP_WAIT_QP] = "wait-qp",
-	[EP_CONNECTING] = "connecting",
-	[EP_WAIT_RTR] = "wait-rtr",
-	[EP_REQUESTED] = "requested",
-	[EP_ACCEPTING] = "accepting",
-	[EP_ESTABLISHED] = "established",
-};
-
-const char *ep_state_name(enum ep_state s)
-{
-	return s <= EP_ESTABLISHED ? ep_states[s] : "?";
-}
 
 static void ep_set_state(struct ep *e, enum ep_state s)
 {
@@ -520,6 +503,15 @@ int cm_reject(struct client *c, ExsCtl__Reject *m)
 	index_del_sock(e);
 	ep_free(e);
 	return 0;
+}
+
+/* exsctl disconnect (observe_disconnect chose e): the client learns that
+ * its connection is gone, and the id goes. */
+void cm_abort(struct ep *e, int err)
+{
+	if (e->has_sock)
+		ctl_send_conn_error(e->c, e->sock, err);
+	ep_free(e);
 }
 
 int cm_close_sock(struct client *c, ExsCtl__Close *m)

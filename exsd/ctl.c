@@ -325,11 +325,18 @@ static bool dispatch(struct client *c, ExsCtl__Msg *m)
 	case EXS_CTL__MSG__BODY_MONITOR:
 		observe_monitor(c, m->seq);
 		return true;
-	case EXS_CTL__MSG__BODY_DISCONNECT:
-		ret = observe_disconnect(c, m->seq, m->disconnect);
-		if (ret)
+	case EXS_CTL__MSG__BODY_DISCONNECT: {
+		struct ep *e;
+
+		ret = observe_disconnect(c, m->disconnect, &e);
+		if (ret) {
 			ctl_reply_error(c, m->seq, -ret, NULL);
+			return true;
+		}
+		cm_abort(e, ECONNABORTED);
+		ctl_reply_ok(c, m->seq);
 		return true;
+	}
 	default:
 		ctl_reply_error(c, m->seq, EOPNOTSUPP, "not a request");
 		return false;

@@ -15,8 +15,8 @@
  *   base.c      the global `exsd`, exsd_log(), now_ms(): everyone may use
  *
  * Not yet so (issue 12): cm.c and observe.c still send through ctl.c
- * (ctl_send and friends) and call each other (observe_event; ep_find,
- * ep_free): the edges layers.sh lists as KNOWN.
+ * (ctl_send and friends), and cm.c calls observe_event: the edges
+ * layers.sh lists as KNOWN.
  */
 #ifndef EXSD_H
 #define EXSD_H
@@ -259,11 +259,12 @@ int cm_connect(struct client *c, ExsCtl__Connect *m);
 int cm_qp_ready(struct client *c, ExsCtl__QpReady *m);
 int cm_reject(struct client *c, ExsCtl__Reject *m);
 int cm_close_sock(struct client *c, ExsCtl__Close *m);
+void cm_abort(struct ep *e, int err);
 
 /* observe.c: exsctl's view */
 int observe_query(struct client *c, uint32_t seq, ExsCtl__Query *q);
 void observe_stats_reply(struct client *c, uint32_t seq, ExsCtl__StatsReply *r);
-int observe_disconnect(struct client *c, uint32_t seq, ExsCtl__Disconnect *d);
+int observe_disconnect(struct client *c, ExsCtl__Disconnect *d, struct ep **ret);
 void observe_monitor(struct client *c, uint32_t seq);
 void observe_event(struct ep *e, const char *event, int err);
 void observe_client_gone(struct client *c);

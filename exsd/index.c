@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * exsd's lookups: every ep by its exsctl id, a client's sockets by their
- * libexs fd, passive requests by their request id; and the ephemeral ports
- * exsd has handed out, as a bitmap. Hash tables chained through the ep
- * itself, doubled as they fill, so that a lookup costs the same with ten
- * connections as with ten thousand. Adding never fails: a table that
- * cannot grow keeps working with longer chains. It owns no ep (cm.c
- * creates and frees them) and calls nothing of exsd's.
+ * libexs fd, passive requests by their request id; the ephemeral ports
+ * exsd has handed out, as a bitmap; the names of ep states. Hash tables
+ * chained through the ep itself, doubled as they fill, so that a lookup
+ * costs the same with ten connections as with ten thousand. Adding never
+ * fails: a table that cannot grow keeps working with longer chains. It
+ * owns no ep (cm.c creates and frees them) and calls nothing of exsd's.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -175,4 +175,23 @@ void index_release_port(uint16_t port)
 bool index_port_held(uint16_t port)
 {
 	return eph_held[port / 64] >> (port % 64) & 1;
+}
+
+/* an ep state's name, for the log and exsctl */
+static const char *const ep_states[] = {
+	[EP_BOUND] = "bound",
+	[EP_LISTENING] = "listening",
+	[EP_RESOLVING_ADDR] = "resolving-addr",
+	[EP_RESOLVING_ROUTE] = "resolving-route",
+	[EP_WAIT_QP] = "wait-qp",
+	[EP_CONNECTING] = "connecting",
+	[EP_WAIT_RTR] = "wait-rtr",
+	[EP_REQUESTED] = "requested",
+	[EP_ACCEPTING] = "accepting",
+	[EP_ESTABLISHED] = "established",
+};
+
+const char *ep_state_name(enum ep_state s)
+{
+	return s <= EP_ESTABLISHED ? ep_states[s] : "?";
 }

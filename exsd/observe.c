@@ -368,7 +368,7 @@ void observe_stats_reply(struct client *c, uint32_t seq, ExsCtl__StatsReply *r)
 
 	for (size_t k = 0; k < r->n_socks; k++) {
 		ExsCtl__SockStats *s = r->socks[k];
-		struct ep *e = ep_find(c, s->sock);
+		struct ep *e = index_sock(c, s->sock);
 
 		if (!e)
 			continue;
@@ -407,7 +407,8 @@ void observe_client_gone(struct client *c)
 	}
 }
 
-int observe_disconnect(struct client *o, uint32_t seq, ExsCtl__Disconnect *d)
+/* exsctl disconnect: the socket that `o` may end, in *ret (cm_abort ends it) */
+int observe_disconnect(struct client *o, ExsCtl__Disconnect *d, struct ep **ret)
 {
 	struct ep *e = index_id(d->id);
 	struct client *c;
@@ -420,10 +421,7 @@ int observe_disconnect(struct client *o, uint32_t seq, ExsCtl__Disconnect *d)
 	exsd_log(LOG_NOTICE, "client %u (uid %u) disconnects socket %u of client %u (%s)", o->id,
 		 (unsigned)o->uid, e->gid, c->id, c->comm);
 	observe_event(e, "close", ECONNABORTED);
-	if (e->has_sock)
-		ctl_send_conn_error(c, e->sock, ECONNABORTED);
-	ep_free(e);
-	ctl_reply_ok(o, seq);
+	*ret = e;
 	return 0;
 }
 

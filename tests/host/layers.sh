@@ -11,7 +11,7 @@ cd "$src/exsd" || exit 1
 declare -A level=([main.c]=6 [ctl.c]=5 [cm.c]=4 [observe.c]=4
 	[config.c]=2 [limits.c]=2 [negotiate.c]=2 [ports.c]=2 [qpown.c]=2 [proc.c]=1
 	[index.c]=1 [base.c]=0)
-KNOWN="cm.c->ctl.c cm.c->observe.c observe.c->ctl.c observe.c->cm.c"
+KNOWN="cm.c->ctl.c cm.c->observe.c observe.c->ctl.c"
 fail=0
 for f in *.c; do
 	[ -n "${level[$f]}" ] || { echo "FAIL $f has no level in layers.sh (and exsd.h)"; fail=1; }
