@@ -16,23 +16,6 @@
 #include "exsd.h"
 #include "exs_qpattr.h"
 
-static const char *const ep_states[] = {
-	[EP_BOUND] = "bound",
-	[EP_LISTENING] = "listening",
-	[EP_RESOLVING_ADDR] = "resolving-addr",
-	[EP_RESOLVING_ROUTE] = "resolving-route",
-	[EP_WAIT_QP] = "wait-qp",
-	[EP_CONNECTING] = "connecting",
-	[EP_WAIT_RTR] = "wait-rtr",
-	[EP_REQUESTED] = "requested",
-	[EP_ACCEPTING] = "accepting",
-	[EP_ESTABLISHED] = "established",
-};
-
-const char *ep_state_name(enum ep_state s)
-{
-	return s <= EP_ESTABLISHED ? ep_states[s] : "?";
-}
 
 static void ep_set_state(struct ep *e, enum ep_state s)
 {
@@ -55,6 +38,7 @@ static struct ep *ep_new(struct client *c)
 	}
 	e->c = c;
 	e->gid = ++exsd.next_ep;
+	index_add_id(e);
 	e->created_ms = now_ms();
 	e->type = SOCK_SEQPACKET;
 	e->next = c->eps;
@@ -65,22 +49,20 @@ static struct ep *ep_new(struct client *c)
 
 struct ep *ep_find(struct client *c, uint32_t sock)
 {
-	struct ep *e;
-
-	for (e = c->eps; e; e = e->next)
-		if (e->has_sock && e->sock == sock && !e->dead)
-			return e;
-	return NULL;
+	return index_sock(c, sock);
 }
 
 struct ep *ep_find_conn(struct client *c, uint32_t conn)
 {
-	struct ep *e;
+	return index_conn(c, conn);
+}
 
-	for (e = c->eps; e; e = e->next)
-		if (e->passive && e->conn == conn && !e->dead)
-			return e;
-	return NULL;
+/* The ep now stands for the client's socket `sock`. */
+static void ep_set_sock(struct ep *e, uint32_t sock)
+{
+	e->sock = sock;
+	e->has_sock = true;
+	index_add_sock(e);
 }
 
 /* Unlink and destroy; never from inside a CM event that names e->id. */
@@ -94,12 +76,16 @@ void ep_free(struct ep *e)
 			break;
 		}
 	e->c->neps--;
+	index_del(e);
 	limits_put_socket(e->c->u);
 	if (e->holds_port)
 		limits_put_port(e->c->u);
-	for (struct ep *o = e->c->eps; o; o = o->next)
-		if (o->listener == e)
-			o->listener = NULL;
+	if (e->eph_port)
+		index_release_port(e->eph_port);
+	if (e->backlog) /* a listener: its requests lose it */
+		for (struct ep *o = e->c->eps; o; o = o->next)
+			if (o->listener == e)
+				o->listener = NULL;
 	if (e->listener && e->listener->pending)
 		e->listener->pending--;
 	if (e->timer)
@@ -153,6 +139,8 @@ static void ep_fail(struct ep *e, int err)
 	}
 	if (e->has_sock)
 		ctl_send_conn_error(e->c, e->sock, err);
+	else if (e->state == EP_REQUESTED && e->listener)
+		ctl_send_request_gone(e->c, e->listener->sock, e->conn, err);
 	e->dead = true;
 }
 
@@ -189,6 +177,12 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (e->state == EP_ESTABLISHED || e->state == EP_LISTENING || e->state == EP_BOUND)
 		return;
+	if (e->state == EP_REQUESTED) { /* its connecting side has given up */
+		struct exs_wire_reject r;
+
+		reject_encode(&r, ETIMEDOUT);
+		rdma_reject(e->id, &r, sizeof(r));
+	}
 	ep_fail(e, ETIMEDOUT);
 	ep_free(e);
 }
@@ -201,6 +195,21 @@ static void arm_timer(struct ep *e, uint32_t ms)
 		e->timer = evtimer_new(exsd.base, on_timeout, e);
 	if (e->timer)
 		evtimer_add(e->timer, &tv);
+}
+
+/* An active connect without a deadline of its own entered a step: waiting
+ * for the peer to accept is not timed (the CM's retries bound a dead path),
+ * the others get connect_timeout_ms. */
+static void arm_step_timer(struct ep *e)
+{
+	if (e->timeout_ms)
+		return;
+	if (e->state == EP_CONNECTING) {
+		if (e->timer)
+			evtimer_del(e->timer);
+	} else {
+		arm_timer(e, exsd.conf.connect_timeout_ms);
+	}
 }
 
 /* ---- requests from clients */
@@ -252,6 +261,10 @@ static int bind_id(struct ep *e, struct sockaddr_storage *ss)
 		limits_put_port(e->c->u);
 		return ret;
 	}
+	if (ret > 0) {
+		e->eph_port = (uint16_t)ret;
+		index_hold_port(e->eph_port);
+	}
 	e->holds_port = true;
 	return 0;
 }
@@ -285,8 +298,7 @@ int cm_bind(struct client *c, uint32_t seq, ExsCtl__Bind *b)
 	e = ep_new(c);
 	if (!e)
 		return -ENOBUFS;
-	e->sock = b->sock;
-	e->has_sock = true;
+	ep_set_sock(e, b->sock);
 	e->type = b->type == SOCK_STREAM ? SOCK_STREAM : SOCK_SEQPACKET;
 	ret = create_id(e);
 	if (!ret)
@@ -312,7 +324,7 @@ int cm_listen(struct client *c, uint32_t seq, ExsCtl__Listen *l)
 
 	if (!e || e->state != EP_BOUND)
 		return -EINVAL;
-	if (l->backlog == 0 || l->backlog > 4096)
+	if (l->backlog == 0 || l->backlog > EXS_LIMIT_BACKLOG)
 		return -EINVAL;
 	if (listeners(c) >= exsd.conf.max_listeners)
 		return -ENOBUFS;
@@ -337,7 +349,7 @@ int cm_connect(struct client *c, ExsCtl__Connect *m)
 	int ret;
 
 	if (check_sockaddr(&m->addr) || !m->setup || !m->setup->credits ||
-	    m->setup->credits > EXSD_MAX_CREDITS)
+	    m->setup->credits > EXS_LIMIT_CREDITS)
 		return -EINVAL;
 	if (e && e->state != EP_BOUND)
 		return -EISCONN;
@@ -345,8 +357,7 @@ int cm_connect(struct client *c, ExsCtl__Connect *m)
 		e = ep_new(c);
 		if (!e)
 			return -ENOBUFS;
-		e->sock = m->sock;
-		e->has_sock = true;
+		ep_set_sock(e, m->sock);
 		memcpy(&dst, m->addr.data, m->addr.len);
 		/* unbound: a wildcard address and a port of ours, as a bind(0) */
 		memset(&src, 0, sizeof(src));
@@ -361,6 +372,11 @@ int cm_connect(struct client *c, ExsCtl__Connect *m)
 	memcpy(&dst, m->addr.data, m->addr.len);
 	e->type = m->type == SOCK_STREAM ? SOCK_STREAM : SOCK_SEQPACKET;
 	setup_from_msg(&e->offer, m->setup);
+	/* the caller's deadline bounds the whole connect; without one, only
+	 * the steps that do not wait for the peer's application are bounded
+	 * (arm_step_timer) and a queued request waits until it is accepted */
+	e->timeout_ms = m->timeout_ms;
+	e->deadline_ms = m->timeout_ms ? now_ms() + m->timeout_ms : 0;
 	arm_timer(e, m->timeout_ms ? m->timeout_ms : exsd.conf.connect_timeout_ms);
 	if (rdma_resolve_addr(e->id, NULL, (struct sockaddr *)&dst, EXSD_RESOLVE_MS)) {
 		ret = -errno;
@@ -416,7 +432,7 @@ int cm_qp_ready(struct client *c, ExsCtl__QpReady *m)
 
 		e = ep_find_conn(c, m->conn);
 		if (!e || e->state != EP_REQUESTED || !m->setup || !m->setup->credits ||
-		    m->setup->credits > EXSD_MAX_CREDITS || ep_find(c, m->sock))
+		    m->setup->credits > EXS_LIMIT_CREDITS || ep_find(c, m->sock))
 			return -EINVAL;
 		if (qp_check_owner(c, m->sock, e->id, m->qpn)) {
 			/* the peer is refused; the client's accept goes on waiting */
@@ -426,8 +442,9 @@ int cm_qp_ready(struct client *c, ExsCtl__QpReady *m)
 		setup_from_msg(&mine, m->setup);
 		setup_agree(&e->offer, &mine, &e->agreed);
 		setup_encode(&w, EXS_WIRE_SETUP_RESPONSE, &e->agreed);
-		e->sock = m->sock;
-		e->has_sock = true;
+		ep_set_sock(e, m->sock);
+		if (e->timer) /* accepted in time: the connecting side's wait is over */
+			evtimer_del(e->timer);
 		if (e->listener && e->listener->pending)
 			e->listener->pending--;
 		e->listener = NULL;
@@ -448,6 +465,9 @@ int cm_qp_ready(struct client *c, ExsCtl__QpReady *m)
 			ep_free(e);
 			return 0;
 		}
+		/* the peer's exsd drops the request when we give up (exs_wire.h) */
+		e->offer.wait_ms = !e->deadline_ms ? 0
+				   : e->deadline_ms > now_ms() + 1 ? (uint32_t)(e->deadline_ms - now_ms()) : 1;
 		setup_encode(&w, EXS_WIRE_SETUP_REQUEST, &e->offer);
 		if (rdma_connect(e->id, &p)) {
 			ep_fail(e, errno);
@@ -455,6 +475,7 @@ int cm_qp_ready(struct client *c, ExsCtl__QpReady *m)
 			return 0;
 		}
 		ep_set_state(e, EP_CONNECTING);
+		arm_step_timer(e);
 		return 0;
 	}
 	if (e->state == EP_WAIT_RTR) {
@@ -476,11 +497,21 @@ int cm_reject(struct client *c, ExsCtl__Reject *m)
 
 	if (!e || e->state != EP_REQUESTED)
 		return -EINVAL;
-	reject_encode(&r, m->err > 0 && m->err < 4096 ? m->err : ECONNREFUSED);
+	reject_encode(&r, exs_is_errno(m->err) ? m->err : ECONNREFUSED);
 	rdma_reject(e->id, &r, sizeof(r));
 	e->has_sock = false;
+	index_del_sock(e);
 	ep_free(e);
 	return 0;
+}
+
+/* exsctl disconnect (observe_disconnect chose e): the client learns that
+ * its connection is gone, and the id goes. */
+void cm_abort(struct ep *e, int err)
+{
+	if (e->has_sock)
+		ctl_send_conn_error(e->c, e->sock, err);
+	ep_free(e);
 }
 
 int cm_close_sock(struct client *c, ExsCtl__Close *m)
@@ -491,17 +522,19 @@ int cm_close_sock(struct client *c, ExsCtl__Close *m)
 		return 0; /* already gone on our side: closing is idempotent */
 	if (e->state == EP_ESTABLISHED || e->state == EP_LISTENING)
 		observe_event(e, "close", 0);
-	if (e->state == EP_LISTENING) {
-		/* requests not yet accepted die with their listener */
-		for (struct ep *o = c->eps; o; o = o->next)
-			if (o->listener == e && o->state == EP_REQUESTED && !o->dead) {
-				struct exs_wire_reject r;
-
-				reject_encode(&r, ECONNREFUSED);
-				rdma_reject(o->id, &r, sizeof(r));
-				o->dead = true;
-			}
+	if (e->state != EP_LISTENING) {
+		ep_free(e);
+		return 0;
 	}
+	/* requests not yet accepted die with their listener */
+	for (struct ep *o = c->eps; o; o = o->next)
+		if (o->listener == e && o->state == EP_REQUESTED && !o->dead) {
+			struct exs_wire_reject r;
+
+			reject_encode(&r, ECONNREFUSED);
+			rdma_reject(o->id, &r, sizeof(r));
+			o->dead = true;
+		}
 	ep_free(e);
 	for (struct ep *o = c->eps, *n; o; o = n) {
 		n = o->next;
@@ -570,6 +603,7 @@ static void on_connect_response(struct ep *e, struct rdma_cm_event *ev)
 	m.body_case = EXS_CTL__MSG__BODY_RTR;
 	m.rtr = &r;
 	ep_set_state(e, EP_WAIT_RTR);
+	arm_step_timer(e);
 	ctl_send(e->c, &m);
 }
 
@@ -623,6 +657,7 @@ static void on_request(struct ep *l, struct rdma_cm_event *ev)
 		e->type = l->type;
 		e->iwarp = is_iwarp(id);
 		e->conn = ++exsd.next_conn ? exsd.next_conn : ++exsd.next_conn;
+		index_add_conn(e);
 		e->listener = l;
 		e->offer = req;
 		l->pending++;
@@ -661,14 +696,18 @@ static void on_request(struct ep *l, struct rdma_cm_event *ev)
 	fill_addr(&cr.local_addr, rdma_get_local_addr(id));
 	m.body_case = EXS_CTL__MSG__BODY_CONN_REQUEST;
 	m.conn_request = &cr;
+	/* the request waits in the listener's backlog until it is accepted
+	 * or its connecting side gives up: at the end of the wait it asked
+	 * for (on_timeout), as no transport tells us (exs_wire.h part 1) */
 	ep_set_state(e, EP_REQUESTED);
-	arm_timer(e, exsd.conf.connect_timeout_ms);
+	if (req.wait_ms)
+		arm_timer(e, req.wait_ms);
 	ctl_send(l->c, &m);
 }
 
 static int cm_status_errno(int status, int dflt)
 {
-	return status < 0 && status > -4096 ? -status : dflt;
+	return exs_is_errno(-(long)status) ? -status : dflt;
 }
 
 static void on_cm_event(struct rdma_cm_event *ev, struct rdma_cm_id **ret_destroy)

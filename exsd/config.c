@@ -30,7 +30,7 @@ static const struct conf_key keys[] = {
 	K("daemon", "socket", CT_PATH, socket, 0, 0),
 	K("daemon", "log_level", CT_LEVEL, log_level, LOG_ERR, LOG_DEBUG),
 	K("ports", "ephemeral", CT_RANGE, port_lo, 1024, 65535),
-	K("sockets", "credits", CT_UINT, credits, 1, EXSD_MAX_CREDITS),
+	K("sockets", "credits", CT_UINT, credits, 1, EXS_LIMIT_CREDITS),
 	K("sockets", "sp_max", CT_UINT, sp_max, 0, 65536),
 	K("sockets", "inline_max", CT_UINT, inline_max, 0, 4096),
 	K("sockets", "stream_buffer", CT_UINT, stream_buffer, 0, 64 << 20),

@@ -222,18 +222,33 @@ void client_drop(struct client *c, const char *why)
 	accept_resume(); /* a descriptor is free again */
 }
 
-/* Tell a client that its socket `sock` has no connection (any more). */
-void ctl_send_conn_error(struct client *c, uint32_t sock, int err)
+/* ConnError for socket `sock`, or (conn != 0) for request `conn` queued on
+ * listener `sock`. */
+static void send_conn_error(struct client *c, uint32_t sock, uint32_t conn, int err)
 {
 	ExsCtl__Msg m;
 	ExsCtl__ConnError ce = EXS_CTL__CONN_ERROR__INIT;
 
 	ctl_msg_init(&m);
 	ce.sock = sock;
+	ce.conn = conn;
 	ce.err = err;
 	m.body_case = EXS_CTL__MSG__BODY_CONN_ERROR;
 	m.conn_error = &ce;
 	ctl_send(c, &m);
+}
+
+/* Tell a client that its socket `sock` has no connection (any more). */
+void ctl_send_conn_error(struct client *c, uint32_t sock, int err)
+{
+	send_conn_error(c, sock, 0, err);
+}
+
+/* Tell a client that connection request `conn`, queued on its listener
+ * `listener` and not yet accepted, is over: its accept must not take it. */
+void ctl_send_request_gone(struct client *c, uint32_t listener, uint32_t conn, int err)
+{
+	send_conn_error(c, listener, conn, err);
 }
 
 /* Returns false when the client must be dropped. */
@@ -310,11 +325,18 @@ static bool dispatch(struct client *c, ExsCtl__Msg *m)
 	case EXS_CTL__MSG__BODY_MONITOR:
 		observe_monitor(c, m->seq);
 		return true;
-	case EXS_CTL__MSG__BODY_DISCONNECT:
-		ret = observe_disconnect(c, m->seq, m->disconnect);
-		if (ret)
+	case EXS_CTL__MSG__BODY_DISCONNECT: {
+		struct ep *e;
+
+		ret = observe_disconnect(c, m->disconnect, &e);
+		if (ret) {
 			ctl_reply_error(c, m->seq, -ret, NULL);
+			return true;
+		}
+		cm_abort(e, ECONNABORTED);
+		ctl_reply_ok(c, m->seq);
 		return true;
+	}
 	default:
 		ctl_reply_error(c, m->seq, EOPNOTSUPP, "not a request");
 		return false;

@@ -4,6 +4,19 @@
  * rdmacm id (listen, resolve, connect/accept with user-managed QPs), the
  * EXS setup negotiation and the clients' control channels. It never sees
  * application data. Single-threaded: one libevent loop.
+ *
+ * Who calls whom (one way, top to bottom; tests/host/layers.sh checks it):
+ *
+ *   main.c      options, the loop, systemd, SIGHUP/SIGTERM
+ *   ctl.c       the control socket: clients, reading requests, replies
+ *   cm.c        rdmacm and the connection set-up   observe.c  exsctl's view
+ *   config.c limits.c negotiate.c ports.c qpown.c  (each calls only below)
+ *   index.c proc.c
+ *   base.c      the global `exsd`, exsd_log(), now_ms(): everyone may use
+ *
+ * Not yet so (issue 12): cm.c and observe.c still send through ctl.c
+ * (ctl_send and friends), and cm.c calls observe_event: the edges
+ * layers.sh lists as KNOWN.
  */
 #ifndef EXSD_H
 #define EXSD_H
@@ -17,6 +30,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "exs_control.h"
+#include "exs_limits.h"
 #include "exs_wire.h"
 
 #define EXSD_DEFAULT_SOCKET EXS_CTL_DEFAULT_SOCKET
@@ -24,7 +38,6 @@
 #define EXSD_MAX_EPS_PER_CLIENT 4096
 #define EXSD_RESOLVE_MS 2000
 #define EXSD_CONNECT_MS 30000
-#define EXSD_MAX_CREDITS 1024
 #define EXSD_DEFAULT_CREDITS 32	/* libexs's own default (EXS_DEFAULT_CREDITS) */
 #define EXSD_DEFAULT_SP_MAX 256	/* libexs's own default (EXS_DEFAULT_SP_MAX) */
 #ifndef EXSD_DEFAULT_CONFIG
@@ -41,8 +54,10 @@
 #define EXSD_STALL_MS 10000
 #define EXSD_ACCEPT_RETRY_MS 100	/* out of descriptors: try accept4 again after this */
 
+/* base.c (the global `exsd` is declared at the end) */
 enum log_level { LOG_ERR = 3, LOG_WARNING = 4, LOG_NOTICE = 5, LOG_INFO = 6, LOG_DEBUG = 7 };
 void exsd_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+uint64_t now_ms(void);
 
 /* Every setting of exs.conf (config.c has the keys, their bounds and docs/man
  * exs.conf.5.md what they mean). */
@@ -72,6 +87,21 @@ void config_log(const struct exsd_config *c);
  * changed is returned. */
 int config_reload(struct exsd_config *c, const char *path, bool must_exist, FILE *err, FILE *log);
 
+/* index.c: lookups in hash tables, the ephemeral ports held in a bitmap */
+struct ep;
+struct client;
+void index_add_id(struct ep *e);
+void index_add_sock(struct ep *e);	/* (e->c, e->sock); again after a change */
+void index_del_sock(struct ep *e);
+void index_add_conn(struct ep *e);
+void index_del(struct ep *e);
+struct ep *index_id(uint32_t gid);
+struct ep *index_sock(const struct client *c, uint32_t sock);
+struct ep *index_conn(const struct client *c, uint32_t conn);
+void index_hold_port(uint16_t port);
+void index_release_port(uint16_t port);
+bool index_port_held(uint16_t port);
+
 /* ports.c */
 int port_pick(uint32_t lo, uint32_t hi, uint32_t *cursor,
 	      int (*try_bind)(void *arg, uint16_t port), void *arg);
@@ -97,6 +127,14 @@ int proc_status_field(pid_t pid, const char *key, int base, uint64_t *ret);
 bool proc_has_cap(pid_t pid, unsigned cap);
 
 struct client;
+
+/* A link in one of index.c's hash tables. */
+struct hnode {
+	struct hnode *next;
+	uint64_t key;
+	bool linked;
+};
+#define EXSD_HASH_BITS0 8	/* buckets a table starts with (static), 2^N */
 
 enum ep_state {
 	EP_BOUND,
@@ -132,12 +170,16 @@ struct ep {
 	struct rdma_cm_id *id;
 	enum ep_state state;
 	bool passive, iwarp, dead;
+	uint32_t timeout_ms;	/* active: the caller's deadline for the connect; 0 none */
+	uint64_t deadline_ms;	/* active: now_ms() when that deadline passes */
 	uint32_t backlog, pending; /* listeners */
 	bool holds_port;	/* counted in its uid's ports: bound by exsd for it */
 	struct ep *listener;	/* passive: the listener it came to */
 	struct exs_wire_setup offer;	/* active: ours; passive: the peer's */
 	struct exs_wire_setup agreed;
 	struct event *timer;
+	uint16_t eph_port;	/* an ephemeral port exsd picked for it, 0 none */
+	struct hnode by_id, by_sock, by_conn;	/* index.c */
 	struct ep *next;	/* in the client's list */
 };
 
@@ -203,6 +245,7 @@ void ctl_msg_init(ExsCtl__Msg *m);
 void ctl_reply_error(struct client *c, uint32_t seq, int err, const char *text);
 void ctl_reply_ok(struct client *c, uint32_t seq);
 void ctl_send_conn_error(struct client *c, uint32_t sock, int err);
+void ctl_send_request_gone(struct client *c, uint32_t listener, uint32_t conn, int err);
 void client_drop(struct client *c, const char *why);
 
 /* cm.c */
@@ -217,12 +260,12 @@ int cm_connect(struct client *c, ExsCtl__Connect *m);
 int cm_qp_ready(struct client *c, ExsCtl__QpReady *m);
 int cm_reject(struct client *c, ExsCtl__Reject *m);
 int cm_close_sock(struct client *c, ExsCtl__Close *m);
+void cm_abort(struct ep *e, int err);
 
 /* observe.c: exsctl's view */
-uint64_t now_ms(void);
 int observe_query(struct client *c, uint32_t seq, ExsCtl__Query *q);
 void observe_stats_reply(struct client *c, uint32_t seq, ExsCtl__StatsReply *r);
-int observe_disconnect(struct client *c, uint32_t seq, ExsCtl__Disconnect *d);
+int observe_disconnect(struct client *c, ExsCtl__Disconnect *d, struct ep **ret);
 void observe_monitor(struct client *c, uint32_t seq);
 void observe_event(struct ep *e, const char *event, int err);
 void observe_client_gone(struct client *c);

@@ -12,7 +12,6 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,26 +27,6 @@
 #include <systemd/sd-daemon.h>
 
 #include "exsd.h"
-
-struct exsd exsd = { .listen_fd = -1, .conf.log_level = LOG_INFO };
-
-void exsd_log(int level, const char *fmt, ...)
-{
-	va_list ap;
-	int saved = errno;
-
-	if (level > exsd.conf.log_level)
-		return;
-	if (exsd.log_prefix)
-		fprintf(stderr, "<%d>", level);
-	else
-		fprintf(stderr, "exsd: ");
-	va_start(ap, fmt);
-	errno = saved;
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
 
 static void usage(FILE *f)
 {

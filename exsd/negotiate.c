@@ -20,6 +20,7 @@ void setup_encode(struct exs_wire_setup *w, uint8_t kind, const struct exs_wire_
 	w->credits = htonl(v->credits);
 	w->sp_max = htonl(v->sp_max);
 	w->stream_buf = htonl(v->stream_buf);
+	w->wait_ms = htonl(v->wait_ms);
 }
 
 void setup_from_msg(struct exs_wire_setup *w, const ExsCtl__Setup *m)
@@ -62,7 +63,8 @@ int setup_decode(const void *pd, size_t len, uint8_t kind, struct exs_wire_setup
 	w.credits = ntohl(w.credits);
 	w.sp_max = ntohl(w.sp_max);
 	w.stream_buf = ntohl(w.stream_buf);
-	if (w.credits == 0 || w.credits > EXSD_MAX_CREDITS)
+	w.wait_ms = ntohl(w.wait_ms);
+	if (w.credits == 0 || w.credits > EXS_LIMIT_CREDITS)
 		return -EPROTO;
 	*ret = w;
 	return 0;
@@ -75,6 +77,7 @@ void setup_agree(const struct exs_wire_setup *a, const struct exs_wire_setup *b,
 	ret->credits = a->credits < b->credits ? a->credits : b->credits;
 	ret->sp_max = a->sp_max < b->sp_max ? a->sp_max : b->sp_max;
 	ret->stream_buf = a->stream_buf < b->stream_buf ? a->stream_buf : b->stream_buf;
+	ret->wait_ms = 0; /* a request's alone */
 }
 
 void reject_encode(struct exs_wire_reject *r, int err)
@@ -97,5 +100,5 @@ int reject_decode(const void *pd, size_t len)
 	if (ntohs(r.magic) != EXS_WIRE_MAGIC || r.kind != EXS_WIRE_SETUP_REJECT)
 		return ECONNREFUSED;
 	err = (int)ntohl((uint32_t)r.err);
-	return err > 0 && err < 4096 ? err : ECONNREFUSED;
+	return exs_is_errno(err) ? err : ECONNREFUSED;
 }

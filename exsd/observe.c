@@ -30,14 +30,6 @@ struct query {
 	struct query *next;
 };
 
-uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static uint64_t wall_ms(void)
 {
 	struct timespec ts;
@@ -376,7 +368,7 @@ void observe_stats_reply(struct client *c, uint32_t seq, ExsCtl__StatsReply *r)
 
 	for (size_t k = 0; k < r->n_socks; k++) {
 		ExsCtl__SockStats *s = r->socks[k];
-		struct ep *e = ep_find(c, s->sock);
+		struct ep *e = index_sock(c, s->sock);
 
 		if (!e)
 			continue;
@@ -415,24 +407,22 @@ void observe_client_gone(struct client *c)
 	}
 }
 
-int observe_disconnect(struct client *o, uint32_t seq, ExsCtl__Disconnect *d)
+/* exsctl disconnect: the socket that `o` may end, in *ret (cm_abort ends it) */
+int observe_disconnect(struct client *o, ExsCtl__Disconnect *d, struct ep **ret)
 {
-	for (struct client *c = exsd.clients; c; c = c->next)
-		for (struct ep *e = c->eps; e; e = e->next) {
-			if (e->gid != d->id || e->dead)
-				continue;
-			if (!may_see(o, c))
-				return -EPERM;
-			exsd_log(LOG_NOTICE, "client %u (uid %u) disconnects socket %u of client %u (%s)",
-				 o->id, (unsigned)o->uid, e->gid, c->id, c->comm);
-			observe_event(e, "close", ECONNABORTED);
-			if (e->has_sock)
-				ctl_send_conn_error(c, e->sock, ECONNABORTED);
-			ep_free(e);
-			ctl_reply_ok(o, seq);
-			return 0;
-		}
-	return -ENOENT;
+	struct ep *e = index_id(d->id);
+	struct client *c;
+
+	if (!e)
+		return -ENOENT;
+	c = e->c;
+	if (!may_see(o, c))
+		return -EPERM;
+	exsd_log(LOG_NOTICE, "client %u (uid %u) disconnects socket %u of client %u (%s)", o->id,
+		 (unsigned)o->uid, e->gid, c->id, c->comm);
+	observe_event(e, "close", ECONNABORTED);
+	*ret = e;
+	return 0;
 }
 
 void observe_monitor(struct client *o, uint32_t seq)

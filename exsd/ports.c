@@ -12,7 +12,8 @@
 /*
  * Try ports of [lo, hi] with try_bind, starting after the last one given
  * out (*cursor), until one binds: the port, or -EADDRNOTAVAIL when every
- * port is in use. Any error but EADDRINUSE ends the search at once.
+ * port is in use. Ports exsd already holds (index.c's bitmap) are skipped
+ * without a system call. Any error but EADDRINUSE ends the search at once.
  */
 int port_pick(uint32_t lo, uint32_t hi, uint32_t *cursor,
 	      int (*try_bind)(void *arg, uint16_t port), void *arg)
@@ -24,6 +25,8 @@ int port_pick(uint32_t lo, uint32_t hi, uint32_t *cursor,
 	for (uint32_t i = 0; i < n; i++) {
 		port = *cursor < lo || *cursor >= hi ? lo : *cursor + 1;
 		*cursor = port;
+		if (index_port_held((uint16_t)port))
+			continue;
 		int ret = try_bind(arg, (uint16_t)port);
 
 		if (ret == 0)

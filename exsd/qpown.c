@@ -142,7 +142,7 @@ static int parse_reply(struct qp_query *q, const uint8_t *buf, size_t len, uint3
 				memcpy(&err, body, sizeof(err));
 			else if (h->nlmsg_type == NLMSG_ERROR)
 				return -EBADMSG;
-			return !err ? 1 : err < 0 && err > -4096 ? err : -EIO;
+			return !err ? 1 : exs_is_errno(-(long)err) ? err : -EIO;
 		}
 		/* a doit reply holds the QP's attributes at its top level */
 		match_entry(q, body, n);

@@ -411,6 +411,26 @@ static bool conn_request(ExsCtl__Msg *m)
 	return true;
 }
 
+/* Connection request `conn`, queued on listener `ls`, died before an
+ * accept took it (its connecting side gave up): take it out of the queue,
+ * keeping the others in order, so that no accept waits on it. */
+static void request_gone(struct exs_sock *ls, uint32_t conn)
+{
+	uint32_t i, kept = 0;
+
+	if (ls->state != EXS_S_LISTENING)
+		return;
+	for (i = 0; i < ls->req_count; i++) {
+		ExsCtl__Msg *rm = ls->reqs[(ls->req_head + i) % ls->backlog];
+
+		if (rm->conn_request->conn == conn)
+			exs_ctl__msg__free_unpacked(rm, NULL);
+		else
+			ls->reqs[(ls->req_head + kept++) % ls->backlog] = rm;
+	}
+	ls->req_count = kept;
+}
+
 /* Active side: the QP took the step exsd asked for (or failed to). */
 static void qp_step_done(struct exs_sock *s, int ret)
 {
@@ -494,7 +514,9 @@ void exs_broker_input(ExsCtl__Msg *m)
 		break;
 	case EXS_CTL__MSG__BODY_CONN_ERROR:
 		s = exs_sock_by_id(m->conn_error->sock);
-		if (s)
+		if (s && m->conn_error->conn)
+			request_gone(s, m->conn_error->conn);
+		else if (s)
 			on_conn_error(s, m->conn_error->err);
 		break;
 	default:

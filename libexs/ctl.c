@@ -16,6 +16,11 @@
 #include <unistd.h>
 
 #include "exs_int.h"
+#include "exs_limits.h"
+
+/* libexs's own limits are exsd's */
+_Static_assert(EXS_MAX_CREDITS == EXS_LIMIT_CREDITS, "credits limit differs from exsd's");
+_Static_assert(EXS_MAX_BACKLOG == EXS_LIMIT_BACKLOG, "backlog limit differs from exsd's");
 
 struct waiter {
 	uint32_t seq;

@@ -202,14 +202,17 @@ void exs_sock_reject(uint32_t req, int err)
 /* An active connect ended before it was established. */
 void exs_sock_connect_failed(struct exs_sock *s, int err)
 {
-	exs_conn_destroy(s->conn);
+	struct exs_conn *c = s->conn;
+
 	s->conn = NULL;
 	/* exsd dropped its CM id, and with it any binding: start over */
 	s->known_to_exsd = false;
 	s->local_len = 0;
 	exs_sock_set_state(s, EXS_S_NEW);
+	/* the caller learns first: destroying a QP can take seconds (siw) */
 	exs_sock_post(s->op_q, s->fd, EXS_EVT_CONNECT, s->op_ah, err);
 	s->op_q = NULL;
+	exs_conn_destroy(c);
 }
 
 int exs_sock_xfer(struct exs_sock *s, const struct exs_op *op)

@@ -23,6 +23,12 @@
  *    (guide §6.2), or rejects with a struct exs_wire_reject whose `err` is
  *    an errno (EPROTONOSUPPORT on a version mismatch, ECONNREFUSED when
  *    nobody accepts). 24 bytes fit the smallest limit, IB CM REQ's 56.
+ *    A request's `wait_ms` is how long the connecting side still waits
+ *    for the accept when it sends the request (what is left of its
+ *    exs_connect timeout), 0 for no limit. The passive exsd drops a
+ *    request not accepted by then: no transport tells the passive side
+ *    that the connecting side gave up (rxe and siw were seen not to). It
+ *    was a reserved field, sent as 0, so it needs no new version.
  *
  * 2. Data path, run by libexs on an RC QP (all fields little-endian, the
  *    byte order of every verbs host we target; checked at build time is
@@ -130,7 +136,8 @@ struct exs_wire_setup {
 	uint32_t credits;
 	uint32_t sp_max;
 	uint32_t stream_buf; /* stream receive buffer each side offers (§7.6); 0: none */
-	uint32_t reserved[2];
+	uint32_t wait_ms;    /* request: see part 1 above; response: 0 */
+	uint32_t reserved;
 };
 enum { EXS_WIRE_SETUP_REQUEST = 1, EXS_WIRE_SETUP_RESPONSE = 2, EXS_WIRE_SETUP_REJECT = 3 };
 

@@ -5,7 +5,9 @@
 # notify socket READY=1, STATUS= and WATCHDOG=1, serves clients through
 # the passed socket, and applies the file: socket defaults in libexs,
 # ephemeral ports from its range, listener limits, ports below 1024 for
-# root and CAP_NET_BIND_SERVICE only. Ends with "N passed, N failed".
+# root and CAP_NET_BIND_SERVICE only; exs_connect's timeout on rxe and siw
+# (a deadline gives ETIMEDOUT, NULL waits past connect_timeout_ms). Ends
+# with "N passed, N failed".
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 . "$here/exsctl.sh" # X, jcheck, hold, pid_of, until_json, wait_ready
@@ -26,7 +28,7 @@ connect_timeout_ms = 5000
 CONF
 
 # ---- socket activation and the notify protocol
-timeout 120 "$B/tests/notify_listen" "$notify" 110 >"$LOGS/notify.log" 2>&1 &
+timeout 300 "$B/tests/notify_listen" "$notify" 290 >"$LOGS/notify.log" 2>&1 &
 NOTIFY_PID=$!
 mkdir -p /run/exs
 for _ in $(seq 50); do [ -S "$notify" ] && break; sleep 0.1; done
@@ -116,6 +118,44 @@ low root ok
 low nobody "error 13 " setpriv --reuid=65534 --regid=65534 --clear-groups
 low "nobody with CAP_NET_BIND_SERVICE" ok setpriv --reuid=65534 --regid=65534 --clear-groups \
 	--inh-caps=+net_bind_service --ambient-caps=+net_bind_service
+
+# ---- exs_connect's timeout (connect_timeout_ms = 5000 above), on both devices
+for dev in rxe siw; do
+	cip=$EXS_VM_RXE_IP port=7620
+	[ $dev = siw ] && cip=$EXS_VM_SIW_IP port=7630
+	# a listener that never accepts: the request waits in its backlog
+	timeout 120 "$B/tests/exs_conf" bind "$cip" $port 1 listen >"$LOGS/q-$dev.out" 2>&1 &
+	p=$(pid_of q-$dev)
+	X -j listeners >$j
+	jcheck "$dev: the listener is up" "map(select(.local_port == $port)) | length == 1" $j
+	out=$(timeout 30 "$B/tests/exs_conf" connect "$cip" $port 2000 2>&1)
+	t=${out##* }
+	if [[ $out == "connect: error 110 "* ]] && [ "$t" -ge 1900 ] && [ "$t" -le 3000 ]; then
+		pass "$dev: a 2 s timeout on a queued connect gives ETIMEDOUT after $t ms"
+	else fail "$dev: 2 s timeout: $out"; fi
+	if until_json "map(select(.peer_port == $port or .local_port == $port)) | length == 0" conns
+	then pass "$dev: the timed-out connect leaves no connection in exsd"
+	else fail "$dev: exsd still holds the timed-out connect"; jq -c '.[]' $LOGS/poll.json | sed 's/^/    /'; fi
+	until_json "map(select(.local_port == $port)) | length == 1 and .[0].pending == 0" \
+		listeners && pass "$dev: nor a pending request on the listener" ||
+		{ fail "$dev: the listener still counts a request"; sed 's/^/    /' $LOGS/poll.json
+		  sed 's/^/    /' "$LOGS/q-$dev.out"; grep -i "cm event\|failed\|request" "$LOGS/exsd-act.log" | tail -n 8 | sed 's/^/    /'; }
+	kill "$p" 2>/dev/null
+	# NULL waits past connect_timeout_ms and connects when the server accepts
+	# (siw's MPA exchange itself gives up after about 10 s: accept before)
+	late=12000
+	[ $dev = siw ] && late=8500
+	timeout 60 "$B/tests/exs_conf" accept "$cip" $((port + 1)) $late >"$LOGS/late-$dev.out" 2>&1 &
+	p=$(pid_of late-$dev)
+	out=$(timeout 50 "$B/tests/exs_conf" connect "$cip" $((port + 1)) -1 2>&1)
+	t=${out##* }
+	if [[ $out == "connect: ok "* ]] && [ "$t" -ge 5500 ]; then
+		pass "$dev: a NULL timeout waits past connect_timeout_ms (5 s): connected after $t ms"
+	else fail "$dev: NULL timeout: $out"; sed 's/^/    /' "$LOGS/late-$dev.out"; fi
+	wait_for "$LOGS/late-$dev.out" "accept: ok" 10 && pass "$dev: the late accept takes it" ||
+		{ fail "$dev: late accept"; sed 's/^/    /' "$LOGS/late-$dev.out"; }
+	kill "$p" 2>/dev/null
+done
 
 stop_exsd activated
 sleep 0.3

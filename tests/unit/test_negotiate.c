@@ -12,8 +12,10 @@ START_TEST(round_trip_and_minimum)
 	struct exs_wire_setup w, a, b = { .credits = 8, .sp_max = 512, .stream_buf = 65536 }, agreed;
 
 	setup_encode(&w, EXS_WIRE_SETUP_REQUEST,
-		     &(struct exs_wire_setup){ .credits = 32, .sp_max = 100, .stream_buf = 1 << 20 });
+		     &(struct exs_wire_setup){ .credits = 32, .sp_max = 100, .stream_buf = 1 << 20,
+					       .wait_ms = 2000 });
 	ck_assert_int_eq(setup_decode(&w, sizeof(w), EXS_WIRE_SETUP_REQUEST, &a), 0);
+	ck_assert_uint_eq(a.wait_ms, 2000);
 	ck_assert_uint_eq(a.credits, 32);
 	ck_assert_uint_eq(a.sp_max, 100);
 	ck_assert_uint_eq(a.stream_buf, 1 << 20);
@@ -21,6 +23,7 @@ START_TEST(round_trip_and_minimum)
 	ck_assert_uint_eq(agreed.credits, 8);
 	ck_assert_uint_eq(agreed.sp_max, 100);
 	ck_assert_uint_eq(agreed.stream_buf, 65536);
+	ck_assert_uint_eq(agreed.wait_ms, 0); /* the connecting side's wait is not answered */
 	/* a response may only lower each value */
 	ck_assert(setup_within(&agreed, &a));
 	ck_assert(!setup_within(&a, &agreed));
@@ -44,7 +47,7 @@ START_TEST(refusals)
 	setup_encode(&w, EXS_WIRE_SETUP_REQUEST, &(struct exs_wire_setup){ .credits = 0 });
 	ck_assert_int_eq(setup_decode(&w, sizeof(w), EXS_WIRE_SETUP_REQUEST, &out), -EPROTO);
 	setup_encode(&w, EXS_WIRE_SETUP_REQUEST,
-		     &(struct exs_wire_setup){ .credits = EXSD_MAX_CREDITS + 1 });
+		     &(struct exs_wire_setup){ .credits = EXS_LIMIT_CREDITS + 1 });
 	ck_assert_int_eq(setup_decode(&w, sizeof(w), EXS_WIRE_SETUP_REQUEST, &out), -EPROTO);
 	w.magic = 0;
 	ck_assert_int_eq(setup_decode(&w, sizeof(w), EXS_WIRE_SETUP_REQUEST, &out), -EPROTO);

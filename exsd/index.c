@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/*
+ * exsd's lookups: every ep by its exsctl id, a client's sockets by their
+ * libexs fd, passive requests by their request id; the ephemeral ports
+ * exsd has handed out, as a bitmap; the names of ep states. Hash tables
+ * chained through the ep itself, doubled as they fill, so that a lookup
+ * costs the same with ten connections as with ten thousand. Adding never
+ * fails: a table that cannot grow keeps working with longer chains. It
+ * owns no ep (cm.c creates and frees them) and calls nothing of exsd's.
+ */
+#include <stddef.h>
+#include <stdlib.h>
+
+#include "exsd.h"
+
+struct htab {
+	struct hnode **b;
+	uint32_t bits;
+	size_t n;
+	struct hnode *b0[1u << EXSD_HASH_BITS0];
+};
+
+static struct htab by_id, by_sock, by_conn;
+static uint64_t eph_held[65536 / 64];
+
+static uint32_t slot(uint64_t key, uint32_t bits)
+{
+	return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> (64 - bits));
+}
+
+static void grow(struct htab *t)
+{
+	uint32_t bits = t->bits + 1, nb = 1u << t->bits;
+	struct hnode **b = calloc((size_t)1 << bits, sizeof(*b));
+
+	if (!b)
+		return; /* longer chains, still correct */
+	for (uint32_t i = 0; i < nb; i++)
+		for (struct hnode *h = t->b[i], *next; h; h = next) {
+			next = h->next;
+			h->next = b[slot(h->key, bits)];
+			b[slot(h->key, bits)] = h;
+		}
+	if (t->b != t->b0)
+		free(t->b);
+	t->b = b;
+	t->bits = bits;
+}
+
+static void hadd(struct htab *t, struct hnode *h, uint64_t key)
+{
+	if (!t->b) {
+		t->b = t->b0;
+		t->bits = EXSD_HASH_BITS0;
+	}
+	if (t->n >= (size_t)1 << t->bits && t->bits < 28)
+		grow(t);
+	h->key = key;
+	h->next = t->b[slot(key, t->bits)];
+	t->b[slot(key, t->bits)] = h;
+	h->linked = true;
+	t->n++;
+}
+
+static void hdel(struct htab *t, struct hnode *h)
+{
+	struct hnode **p;
+
+	if (!h->linked)
+		return;
+	for (p = &t->b[slot(h->key, t->bits)]; *p; p = &(*p)->next)
+		if (*p == h) {
+			*p = h->next;
+			break;
+		}
+	h->linked = false;
+	t->n--;
+}
+
+static struct hnode *hfirst(const struct htab *t, uint64_t key)
+{
+	struct hnode *h;
+
+	if (!t->b)
+		return NULL;
+	for (h = t->b[slot(key, t->bits)]; h && h->key != key; h = h->next)
+		;
+	return h;
+}
+
+static struct hnode *hnext(struct hnode *h)
+{
+	uint64_t key = h->key;
+
+	for (h = h->next; h && h->key != key; h = h->next)
+		;
+	return h;
+}
+
+#define EP_OF(h, member) ((struct ep *)((char *)(h) - offsetof(struct ep, member)))
+
+static uint64_t sock_key(const struct client *c, uint32_t sock)
+{
+	return (uint64_t)c->id << 32 | sock;
+}
+
+void index_add_id(struct ep *e)
+{
+	hadd(&by_id, &e->by_id, e->gid);
+}
+
+void index_add_sock(struct ep *e)
+{
+	hdel(&by_sock, &e->by_sock);
+	hadd(&by_sock, &e->by_sock, sock_key(e->c, e->sock));
+}
+
+void index_del_sock(struct ep *e)
+{
+	hdel(&by_sock, &e->by_sock);
+}
+
+void index_add_conn(struct ep *e)
+{
+	hadd(&by_conn, &e->by_conn, e->conn);
+}
+
+void index_del(struct ep *e)
+{
+	hdel(&by_id, &e->by_id);
+	hdel(&by_sock, &e->by_sock);
+	hdel(&by_conn, &e->by_conn);
+}
+
+struct ep *index_id(uint32_t gid)
+{
+	for (struct hnode *h = hfirst(&by_id, gid); h; h = hnext(h))
+		if (!EP_OF(h, by_id)->dead)
+			return EP_OF(h, by_id);
+	return NULL;
+}
+
+struct ep *index_sock(const struct client *c, uint32_t sock)
+{
+	for (struct hnode *h = hfirst(&by_sock, sock_key(c, sock)); h; h = hnext(h)) {
+		struct ep *e = EP_OF(h, by_sock);
+
+		if (e->c == c && e->has_sock && e->sock == sock && !e->dead)
+			return e;
+	}
+	return NULL;
+}
+
+struct ep *index_conn(const struct client *c, uint32_t conn)
+{
+	for (struct hnode *h = hfirst(&by_conn, conn); h; h = hnext(h)) {
+		struct ep *e = EP_OF(h, by_conn);
+
+		if (e->c == c && e->passive && e->conn == conn && !e->dead)
+			return e;
+	}
+	return NULL;
+}
+
+void index_hold_port(uint16_t port)
+{
+	eph_held[port / 64] |= 1ull << (port % 64);
+}
+
+void index_release_port(uint16_t port)
+{
+	eph_held[port / 64] &= ~(1ull << (port % 64));
+}
+
+bool index_port_held(uint16_t port)
+{
+	return eph_held[port / 64] >> (port % 64) & 1;
+}
+
+/* an ep state's name, for the log and exsctl */
+static const char *const ep_states[] = {
+	[EP_BOUND] = "bound",
+	[EP_LISTENING] = "listening",
+	[EP_RESOLVING_ADDR] = "resolving-addr",
+	[EP_RESOLVING_ROUTE] = "resolving-route",
+	[EP_WAIT_QP] = "wait-qp",
+	[EP_CONNECTING] = "connecting",
+	[EP_WAIT_RTR] = "wait-rtr",
+	[EP_REQUESTED] = "requested",
+	[EP_ACCEPTING] = "accepting",
+	[EP_ESTABLISHED] = "established",
+};
+
+const char *ep_state_name(enum ep_state s)
+{
+	return s <= EP_ESTABLISHED ? ep_states[s] : "?";
+}
