@@ -258,14 +258,17 @@ int exs_ctl_call(ExsCtl__Msg *req, ExsCtl__Msg **ret_reply)
  */
 int exs_ctl_take(int fd, const uint8_t *buf, ssize_t n, ExsCtl__Msg **ret_msg)
 {
-	ExsCtl__Msg *m;
+	ExsCtl__Msg *m = NULL;
 	struct waiter *w;
 
 	if (fd != exs_g.ctl_fd)
 		return 0; /* a channel already replaced */
-	if (n <= 0 || n > EXS_CTL_MAX_MSG || !(m = exs_ctl__msg__unpack(NULL, (size_t)n, buf)) ||
-	    m->version != EXS_CTL_VERSION) {
+	if (n > 0 && n <= EXS_CTL_MAX_MSG)
+		m = exs_ctl__msg__unpack(NULL, (size_t)n, buf);
+	if (!m || m->version != EXS_CTL_VERSION) {
 		/* exsd went away or spoke nonsense: drop the channel */
+		if (m)
+			exs_ctl__msg__free_unpacked(m, NULL);
 		ctl_lost();
 		return -ENETDOWN;
 	}

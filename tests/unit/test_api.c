@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <exs.h>
 #include "exs_int.h" /* exs_ctl_errno */
@@ -336,9 +338,31 @@ START_TEST(reject_errnos_bounded)
 }
 END_TEST
 
+/* A message from exsd with another protocol version drops the channel,
+ * and the message it unpacked is freed (LeakSanitizer, in the ASan run). */
+START_TEST(ctl_bad_version_dropped)
+{
+	ExsCtl__Msg m = EXS_CTL__MSG__INIT, *out = NULL;
+	uint8_t buf[64];
+	size_t n;
+	int sv[2];
+
+	init();
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+	m.version = EXS_CTL_VERSION + 1;
+	m.seq = 7;
+	n = exs_ctl__msg__pack(&m, buf);
+	exs_g.ctl_fd = sv[0];
+	ck_assert_int_eq(exs_ctl_take(sv[0], buf, (ssize_t)n, &out), -ENETDOWN);
+	ck_assert_ptr_null(out);
+	ck_assert_int_eq(exs_g.ctl_fd, -1);
+	close(sv[1]);
+}
+END_TEST
+
 int main(void)
 {
-	const TTest *const tests[] = { init_checks_version, socket_args, bad_and_closed_fds, needs_exsd_gives_enetdown, address_checks, data_before_connect, queue_args, queue_attributes, shutdown_args, call_flags_and_states, fcntl_credits, registration_args, stale_queue_handle, stale_registration, reject_errnos_bounded, NULL };
+	const TTest *const tests[] = { init_checks_version, socket_args, bad_and_closed_fds, needs_exsd_gives_enetdown, address_checks, data_before_connect, queue_args, queue_attributes, shutdown_args, call_flags_and_states, fcntl_credits, registration_args, stale_queue_handle, stale_registration, reject_errnos_bounded, ctl_bad_version_dropped, NULL };
 
 	return run_tests("api", 20, tests);
 }
