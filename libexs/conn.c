@@ -10,6 +10,7 @@
  * through the queries at the end. Called with exs_g.lock held.
  */
 #include <arpa/inet.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -183,6 +184,11 @@ void exs_conn_destroy(struct exs_conn *c)
 
 	if (!c)
 		return;
+	if (EXS_DEBUG_ON())
+		exs_debug("fd %d: %" PRIu64 " sends, %" PRIu64 " receives; %" PRIu64 " send WRs (%" PRIu64
+			  " signalled), %" PRIu64 " receive WRs, %" PRIu64 " completions, %" PRIu64
+			  " CQ polls, %" PRIu64 " CQ arms", c->fd, c->sends, c->recvs, c->n_send_wr,
+			  c->n_signalled, c->n_recv_wr, c->n_cqe, c->n_polls, c->n_arms);
 	if (c->link == EXS_LINK_PROBING)
 		EXS_COUNT(exs_g.nprobing, -1);
 	if (c->busy_poll)
@@ -226,6 +232,7 @@ static int post_recv(struct exs_conn *c, uint32_t i)
 	};
 	struct ibv_recv_wr wr = { .wr_id = WR_ID(WR_RECV, i), .sg_list = &sge, .num_sge = 1 };
 
+	c->n_recv_wr++;
 	return exs_verbs_post_recv(c->qp, &wr);
 }
 
@@ -260,6 +267,10 @@ static int post_send(struct exs_conn *c, struct ibv_send_wr *wr)
 {
 	int ret = exs_verbs_post_send(c->qp, wr, c->iwarp);
 
+	if (!ret) {
+		c->n_send_wr++;
+		c->n_signalled += !!(wr->send_flags & IBV_SEND_SIGNALED);
+	}
 	if (ret && EXS_DEBUG_ON())
 		exs_debug("fd %d: ibv_post_send (opcode %d, %u bytes, flags %#x): %s", c->fd,
 			  wr->opcode, wr->sg_list ? wr->sg_list->length : 0, wr->send_flags,
@@ -1442,6 +1453,7 @@ void exs_conn_arm(struct exs_conn *c)
 	if (c->armed)
 		return;
 	ibv_req_notify_cq(c->cq, 0);
+	c->n_arms++;
 	c->armed = true;
 	EXS_COUNT(exs_g.ndisarmed, -1);
 }
@@ -1461,9 +1473,13 @@ void exs_conn_progress(struct exs_conn *c)
 	struct ibv_wc wc[16];
 	int n, i;
 
-	while ((n = ibv_poll_cq(c->cq, 16, wc)) > 0)
+	do {
+		n = ibv_poll_cq(c->cq, 16, wc);
+		c->n_polls++;
 		for (i = 0; i < n; i++)
 			on_wc(c, &wc[i]);
+		c->n_cqe += n > 0 ? (uint64_t)n : 0;
+	} while (n > 0);
 	if (c->readvertise && c->link != EXS_LINK_RESET)
 		advertise_waiting(c);
 	maybe_credit(c);

@@ -314,6 +314,10 @@ struct exs_conn {
 	bool armed; /* its CQ will raise an event on the next completion */
 	uint64_t probe_deadline_ms;
 	uint64_t bytes_sent, bytes_rcvd, sends, recvs, errors; /* for exsctl */
+	/* the cost accounting EXS_DEBUG prints when the connection goes:
+	 * work requests posted, how many asked for a completion, completions
+	 * taken, CQ polls (empty ones too) and re-arms of the CQ */
+	uint64_t n_send_wr, n_signalled, n_recv_wr, n_cqe, n_polls, n_arms;
 };
 /* what a socket asks of its connection */
 struct exs_conn_cfg {
