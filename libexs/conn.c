@@ -734,6 +734,7 @@ static int send_chunk(struct exs_conn *c)
 	c->eager_sq++;
 	c->e_tx++;
 	c->e_next++;
+	c->rts_out = false; /* the peer stops advertising on its own */
 	op->done += n;
 	if (op->done == op->len) {
 		c->sf_head = (c->sf_head + 1) % c->alloc;
@@ -781,6 +782,36 @@ static int send_one_seq(struct exs_conn *c)
 	return 0;
 }
 
+/* STREAM with no advert held: the first pending send goes into the peer's
+ * stream buffer (§7.6) if what is left of it fits one chunk; a longer one
+ * waits for an advert, placed without a copy, and asks for it with an RTS
+ * (once: the peer then advertises every receive until our next chunk).
+ * 1 to go on, 0 to wait, -errno when a post failed. */
+static int send_one_stream(struct exs_conn *c)
+{
+	const struct exs_op *op = &c->sop[c->sfifo[c->sf_head]];
+
+	if (!c->sb_chunk || c->await_hello)
+		return 0;
+	if (op->len - op->done > c->sb_chunk) {
+		int ret;
+
+		/* the RTS takes an eager credit too, which bounds how many
+		 * the peer must have receive buffers for */
+		if (c->rts_out || !c->ecredits)
+			return 0;
+		ret = post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_RTS, .seq = c->e_tx }, -1);
+		if (ret)
+			return ret;
+		c->ecredits--;
+		c->rts_out = true;
+		return 0;
+	}
+	if (!c->ecredits || c->eager_sq >= c->alloc)
+		return 0;
+	return send_chunk(c) ?: 1;
+}
+
 /*
  * Send what can go, oldest first. SEQPACKET: one send fills one receive
  * and the rest is reported lost. STREAM: a send spills over as many
@@ -802,10 +833,7 @@ static void match(struct exs_conn *c)
 			if ((ret = place(c)))
 				break;
 		} else {
-			/* no advert: into the peer's stream buffer, if any */
-			if (!c->sb_chunk || !c->ecredits || c->eager_sq >= c->alloc || c->await_hello)
-				break;
-			if ((ret = send_chunk(c)))
+			if ((ret = send_one_stream(c)) <= 0)
 				break;
 		}
 	}
@@ -872,8 +900,10 @@ static bool stream_recv_done(const struct exs_op *op)
 }
 
 /* STREAM (§7.6): advertise the waiting receives that have no (good)
- * advert, oldest first, so that adverts keep the receives' order. Stops,
- * to go on from the next progress, when control send slots run short. */
+ * advert, oldest first, so that adverts keep the receives' order: one that
+ * lacks at most a chunk only when the peer asked (RTS), as its data comes
+ * in chunks otherwise, and none after it. Stops, to go on from the next
+ * progress, when control send slots run short. */
 static void advertise_waiting(struct exs_conn *c)
 {
 	uint32_t k;
@@ -885,6 +915,8 @@ static void advertise_waiting(struct exs_conn *c)
 
 		if (op->advertised)
 			continue;
+		if (!c->ad_wanted && op->len - op->done <= c->sb_chunk)
+			break;
 		if (c->nctl_free < 2) {
 			c->readvertise = true;
 			return;
@@ -1166,6 +1198,22 @@ static bool got_credits(struct exs_conn *c, uint32_t n)
 	return true;
 }
 
+/* STREAM (proto/exs_wire.h part 4): the peer has a send longer than a
+ * chunk and no advert. Advertise every waiting receive, and every one
+ * posted until its next chunk; its credit comes back at once. */
+static void on_stream_rts(struct exs_conn *c, uint32_t seq)
+{
+	if (!c->sb_chunk || seq != c->e_rx || c->ad_wanted) {
+		proto_error(c, "stream RTS out of place (seq, chunks arrived)", seq, c->e_rx);
+		return;
+	}
+	c->owed++;
+	c->ad_wanted = true;
+	if (c->rx != EXS_RX_OPEN)
+		return; /* shut: its RDSHUT is on the way */
+	advertise_waiting(c);
+}
+
 /* The peer has a message too long for EAGER for receive `seq`, the next
  * one: advertise that receive, whatever its size, now or when posted. */
 static void on_rts(struct exs_conn *c, uint32_t seq)
@@ -1174,6 +1222,10 @@ static void on_rts(struct exs_conn *c, uint32_t seq)
 	uint32_t slot;
 	int ret;
 
+	if (!c->seq) {
+		on_stream_rts(c, seq);
+		return;
+	}
 	if (!c->sp_cap || seq != c->rx_msn || c->rts_pending) {
 		proto_error(c, "RTS out of order (seq, next message)", seq, c->rx_msn);
 		return;
@@ -1210,6 +1262,7 @@ static void on_chunk(struct exs_conn *c, const struct exs_wire_eager *h, const c
 		return;
 	}
 	c->e_rx++;
+	c->ad_wanted = false; /* the peer is sending chunks again */
 	if (c->rx != EXS_RX_OPEN) {
 		c->owed++; /* shut: dropped */
 		return;
@@ -1240,9 +1293,9 @@ static void on_chunk(struct exs_conn *c, const struct exs_wire_eager *h, const c
 		proto_error(c, "stream chunk beyond the credits (chunks held, length)", c->pool_count, len);
 		return;
 	}
-	/* once this batch of completions is taken (exs_conn_progress) */
-	if (c->rf_count)
-		c->readvertise = true;
+	/* the receives still waiting are advertised again when the peer asks
+	 * (RTS) or a receive is posted: not per chunk, where a run of small
+	 * sends would cost an advert each for every waiting receive */
 }
 
 /* An EAGER message (proto/exs_wire.h part 3): into the first waiting

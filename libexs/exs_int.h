@@ -307,7 +307,9 @@ struct exs_conn {
 	uint32_t pool_off; /* bytes of the first pool entry already read */
 	uint32_t e_tx, e_rx; /* chunks sent, chunks arrived (adverts carry e_rx) */
 	uint32_t e_next;   /* the next eager send buffer, round the ring */
-	bool readvertise;  /* waiting receives lost their adverts to a chunk */
+	bool readvertise;  /* advertise_waiting ran short of control slots */
+	bool ad_wanted;	   /* receiver: the peer's RTS asks for adverts (until its next chunk) */
+	bool rts_out;	   /* sender: our RTS went out, no chunk since */
 	uint32_t ecredits; /* EAGER messages the peer has room for */
 	uint32_t owed;	   /* eager credits to give back */
 	uint32_t eager_sq; /* EAGER SENDs posted, completion not seen */

@@ -16,6 +16,13 @@
  *      credits; ADVERT carries its receive's number (seq). Message layout
  *      changed (slot 16 bits, lost 32 bits). SOCK_STREAM's stream buffer
  *      (part 4): EAGER chunks; ADVERT.seq is the chunks received.
+ *   4  (2026-11-25) part 4: only a send of at most one chunk goes into
+ *      the stream buffer; a longer one waits for an advert and asks for
+ *      it with RTS {seq = chunks sent}, which takes an eager credit.
+ *      Receives of at most a chunk are advertised only after an RTS, and
+ *      a chunk no longer makes the receiver advertise its waiting
+ *      receives again (on rxe a run of small sends cost an advert per
+ *      waiting receive per chunk, and 64 KiB sends went as 16 chunks).
  *
  * 1. Setup, carried by exsd in rdmacm private data (all fields big-endian).
  *    The active side's exsd sends a request in rdma_connect(); the passive
@@ -103,27 +110,35 @@
  *    guide §7.6). Chunk size K = min(B, EXS_WIRE_EAGER_MAX) on both sides;
  *    every receive buffer holds 8 + K bytes, C more are posted, and the
  *    sender starts with C eager credits, as in part 3. The sender places
- *    into adverts as in part 2 while it holds one; while it holds none
- *    (and has a credit) it SENDs the next at most K bytes of its oldest
- *    send as EAGER {seq = chunks sent before}: the peer's buffer is the
- *    stream buffer, C chunks of K bytes. ADVERT.seq is the number of
- *    chunks the receiver had taken when it advertised; the sender drops,
- *    on arrival, an advert whose seq is not its own chunk count (a chunk
- *    crossed it). The receiver, on a chunk, takes every waiting receive's
- *    advert as void, copies the chunk into its waiting receives in order
- *    (each completes with what it got, unless MSG_WAITALL and not full),
- *    keeps the rest, and advertises the receives still waiting again,
- *    oldest first, for what they lack. A new receive takes kept bytes
- *    first and is advertised only if it still wants data. A chunk's
- *    credit is returned once its bytes are all read, as in part 3. A send
- *    completes when its last byte is placed or copied into a chunk.
+ *    into adverts as in part 2 while it holds one. While it holds none:
+ *    - if its oldest send has at most K bytes left (and it has a credit),
+ *      it SENDs them as EAGER {seq = chunks sent before}: the peer's
+ *      buffer is the stream buffer, C chunks of K bytes;
+ *    - else it waits for an advert, placed without a copy, and SENDs one
+ *      RTS {seq = chunks sent} (taking an eager credit, returned as a
+ *      chunk's is) unless it sent one and no chunk since.
+ *    ADVERT.seq is the number of chunks the receiver had taken when it
+ *    advertised; the sender drops, on arrival, an advert whose seq is not
+ *    its own chunk count (a chunk crossed it). The receiver advertises its
+ *    waiting receives oldest first and stops at the first that lacks at
+ *    most K bytes, unless the peer's RTS came and no chunk since: then it
+ *    advertises every waiting receive. It does so when a receive is
+ *    posted and when an RTS comes. On a chunk the
+ *    receiver takes every waiting receive's advert as void, copies the
+ *    chunk into its waiting receives in order (each completes with what it
+ *    got, unless MSG_WAITALL and not full) and keeps the rest; it does not
+ *    advertise again for it (a sender with a longer send asks by RTS). A
+ *    new receive takes kept bytes first and is advertised (as above) only
+ *    if it still wants data. A chunk's credit is returned once its bytes
+ *    are all read, as in part 3. A send completes when its last byte is
+ *    placed or copied into a chunk.
  */
 #ifndef EXS_WIRE_H
 #define EXS_WIRE_H
 
 #include <stdint.h>
 
-#define EXS_WIRE_VERSION 3
+#define EXS_WIRE_VERSION 4
 #define EXS_WIRE_MAGIC 0x4558 /* "EX" */
 #define EXS_WIRE_SPARE 10
 #define EXS_WIRE_EAGER_MAX 4096 /* the most data an EAGER carries, whatever sp_max says */

@@ -1076,6 +1076,32 @@ static bool buffered_readable(int a, int b)
 	       ev_len(r) == sizeof(msg) && !memcmp(in, msg, sizeof(msg));
 }
 
+/* STREAM with a stream buffer: a send longer than a chunk is not copied
+ * into it; it waits, not complete and not readable at `b`, until `b`'s
+ * receive is there to be placed into, then arrives whole */
+static bool long_send_waits(int a, int b)
+{
+	static char out[20000], in[20000];
+	exs_qhandle_t q = exs_qcreate(4);
+	struct pollfd p = { .fd = b, .events = POLLIN };
+	exs_event_t ev[2];
+	int n, waiting;
+
+	fill(out, sizeof(out), 41);
+	if (q == EXS_QHANDLE_INVALID || exs_send(a, out, sizeof(out), 0, q, NULL, UNREG))
+		return false;
+	n = exs_poll(&p, 1, 300);
+	waiting = exs_qdequeue(q, ev, 1, &(struct timeval){ 0, 0 });
+	exs_recv(b, in, sizeof(in), MSG_WAITALL, q, (void *)1, UNREG);
+	ev[0] = next_event(q, WAIT_S * 1000);
+	ev[1] = next_event(q, WAIT_S * 1000);
+	exs_qdelete(q);
+	if (n != 0 || waiting != 0)
+		printf("  (before the receive: poll %d, send events %d)\n", n, waiting);
+	return n == 0 && waiting == 0 && ev[0].exs_evt_type + ev[1].exs_evt_type == EXS_EVT_SEND + EXS_EVT_RECV &&
+	       !ev[0].exs_evt_errno && !ev[1].exs_evt_errno && same(in, sizeof(in), 41);
+}
+
 static void tuning(void)
 {
 	static const size_t small[] = { 1, 7, 64, 100, 128 }, mixed[] = { 3, 128, 4000, 90, 70000 };
@@ -1223,7 +1249,8 @@ static void tuning(void)
 	 * per credit; data goes into it when no receive is advertised */
 	sb_a = 1 << 16, sb_b = 8192, tune = tune_sb;
 	if (make_pair(SOCK_STREAM, 0, 0, &a, &b)) {
-		static const size_t sz[] = { 1, 100, 4096, 70000, 13, 9000, 3 }, tiny[] = { 1, 2, 3, 5 };
+		static const size_t sz[] = { 1, 100, 4096, 70000, 13, 9000, 3 }, tiny[] = { 1, 2, 3, 5 },
+				    big[] = { 1 << 16 }, mixed[] = { 1, 1 << 16, 2, 30000 };
 
 		report(exs_fcntl(a, EXS_F_GETSTREAMBUFSIZE) == 32 * 4096 &&
 		       exs_fcntl(b, EXS_F_GETSTREAMBUFSIZE) == 32 * 4096, "7.6",
@@ -1243,6 +1270,14 @@ static void tuning(void)
 		       "MSG_WAITALL receives filled from the buffer and by placement: each full, checked");
 		report(stream_flow(b, a, sz, 7, 100000, 777, false, true), "7.6",
 		       "the other way, 100,000 B in 777 B receives, checked");
+		report(long_send_waits(a, b), "7.6",
+		       "a send longer than a chunk waits for the receive and is placed, not copied");
+		report(stream_flow(a, b, big, 1, 1 << 18, 1 << 16, true, false), "7.6",
+		       "64 KiB sends into 64 KiB MSG_WAITALL receives, checked");
+		report(stream_flow(a, b, mixed, 4, 240000, 1 << 16, false, true), "7.6",
+		       "1 B, 64 KiB, 2 B, 30,000 B sends in turn (chunks and placement), checked");
+		report(stream_flow(a, b, mixed, 4, 240000, 1 << 16, true, false), "7.6",
+		       "the same into MSG_WAITALL receives, checked");
 		exs_blocking_close(b);
 		exs_blocking_close(a);
 	} else {
