@@ -1276,8 +1276,8 @@ static void tuning(void)
 		       "64 KiB sends into 64 KiB MSG_WAITALL receives, checked");
 		report(stream_flow(a, b, mixed, 4, 240000, 1 << 16, false, true), "7.6",
 		       "1 B, 64 KiB, 2 B, 30,000 B sends in turn (chunks and placement), checked");
-		report(stream_flow(a, b, mixed, 4, 240000, 1 << 16, true, false), "7.6",
-		       "the same into MSG_WAITALL receives, checked");
+		report(stream_flow(a, b, mixed, 4, 1 << 18, 1 << 16, true, false), "7.6",
+		       "the same, 256 KiB into 64 KiB MSG_WAITALL receives, checked");
 		exs_blocking_close(b);
 		exs_blocking_close(a);
 	} else {
