@@ -148,8 +148,8 @@ void exs_queue_unref(struct exs_queue *q);
 /* Set by exs_init: polls every connection's CQ from the calling thread, so
  * a waiting exs_qdequeue need not wait for the progress thread. A spin is
  * BEGIN, ONCE..., END; ARM before a waiter sleeps (every CQ raises its
- * event again). */
-enum { EXS_POLL_BEGIN, EXS_POLL_ONCE, EXS_POLL_END, EXS_POLL_ARM };
+ * event again), AWAKE when that waiter's wait is over. */
+enum { EXS_POLL_BEGIN, EXS_POLL_ONCE, EXS_POLL_END, EXS_POLL_ARM, EXS_POLL_AWAKE };
 extern void (*exs_queue_poll_hook)(int phase);
 #define EXS_SPIN_MIN_US 5
 #define EXS_SPIN_START_US 50
@@ -492,11 +492,15 @@ struct exs_global {
 	unsigned nprobing; /* connections waiting for a PONG: it ticks too */
 	unsigned nbusypoll; /* EXS_FD_BUSYPOLL connections: it never sleeps */
 	/* application threads polling the CQs in a wait (EXS_POLL_*): while
-	 * one does, a CQ's event is not re-armed (its next completions would
-	 * only wake the progress thread for nothing). ndisarmed such CQs are
-	 * re-armed by a waiter before it sleeps, or by the progress thread
-	 * within EXS_REARM_US when nobody polls */
-	unsigned spinners, ndisarmed;
+	 * one does, or one began to within about EXS_REARM_US (spin_gen
+	 * counts the spins begun), a CQ's event is not re-armed (its next
+	 * completions would only wake the progress thread for nothing, and
+	 * between two waits of a ping-pong nobody polls for a moment).
+	 * ndisarmed such CQs are re-armed by a waiter before it sleeps
+	 * (sleepers: waiters that did and sleep; while one does, the progress
+	 * thread re-arms a CQ whose event it took), or by the progress thread
+	 * once nobody has begun to poll for EXS_REARM_US */
+	unsigned spinners, ndisarmed, spin_gen, sleepers;
 	unsigned pollers; /* threads waiting in exs_poll: progress wakes them */
 	/* nclosing, nprobing, nbusypoll and ndisarmed are read without the
 	 * lock by the progress thread: change them only through EXS_COUNT */

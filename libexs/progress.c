@@ -35,10 +35,15 @@ void exs_progress_del_fd(int fd)
 	epoll_ctl(exs_g.epfd, EPOLL_CTL_DEL, fd, NULL);
 }
 
-/* Lock held: an application thread polls the CQs in its wait. */
+/* the spins begun when the progress thread last looked (its own) */
+static unsigned seen_gen;
+
+/* Lock held: an application thread polls the CQs in its wait, or began to
+ * since the progress thread last looked, and none sleeps waiting for a
+ * CQ's event: a CQ that raised one may stay quiet. */
 static bool polled_by_waiters(void)
 {
-	return exs_g.spinners;
+	return !exs_g.sleepers && (exs_g.spinners || exs_g.spin_gen != seen_gen);
 }
 
 /* Lock held: every CQ raises its event again; what came meanwhile is taken. */
@@ -155,6 +160,7 @@ void exs_progress_poll(int phase)
 	case EXS_POLL_BEGIN:
 		pthread_mutex_lock(&exs_g.lock);
 		exs_g.spinners++;
+		exs_g.spin_gen++;
 		pthread_mutex_unlock(&exs_g.lock);
 		return;
 	case EXS_POLL_END:
@@ -163,10 +169,14 @@ void exs_progress_poll(int phase)
 		pthread_mutex_unlock(&exs_g.lock);
 		return;
 	case EXS_POLL_ARM:
-		if (!__atomic_load_n(&exs_g.ndisarmed, __ATOMIC_RELAXED))
-			return;
 		pthread_mutex_lock(&exs_g.lock);
+		exs_g.sleepers++;
 		exs_progress_arm();
+		pthread_mutex_unlock(&exs_g.lock);
+		return;
+	case EXS_POLL_AWAKE:
+		pthread_mutex_lock(&exs_g.lock);
+		exs_g.sleepers--;
 		pthread_mutex_unlock(&exs_g.lock);
 		return;
 	default:
@@ -228,7 +238,7 @@ static bool ticking(void)
 static void *progress_main(void *arg)
 {
 	struct epoll_event ev[16];
-	uint64_t v;
+	uint64_t v, quiet_since = 0;
 	int n, i;
 
 	(void)arg;
@@ -252,9 +262,15 @@ static void *progress_main(void *arg)
 				dev_input(ev[i].data.ptr);
 		}
 		if (disarmed) { /* nobody may be polling them: take them back */
+			uint64_t now = exs_now_ms();
+
 			pthread_mutex_lock(&exs_g.lock);
-			if (!polled_by_waiters())
+			if (exs_g.spinners || exs_g.spin_gen != seen_gen) {
+				seen_gen = exs_g.spin_gen;
+				quiet_since = now;
+			} else if (exs_g.sleepers || now - quiet_since >= EXS_REARM_US / 1000) {
 				exs_progress_arm();
+			}
 			pthread_mutex_unlock(&exs_g.lock);
 		}
 		if (ticking() || __atomic_load_n(&exs_g.ctl_lost, __ATOMIC_RELAXED)) {

@@ -433,6 +433,13 @@ unsigned exs_spin_budget(unsigned spin_us, uint64_t waited_us, unsigned ceiling_
 	return spin_us > ceiling_us ? ceiling_us : spin_us;
 }
 
+/* A waiter that armed the CQs and slept is cancelled: it sleeps no more. */
+static void cancel_awake(void *m)
+{
+	pthread_mutex_unlock(m);
+	exs_queue_poll_hook(EXS_POLL_AWAKE);
+}
+
 int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct timeval *tmo,
 		      bool cancellable)
 {
@@ -480,7 +487,7 @@ int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct 
 			continue;
 		}
 		if (exs_cond_wait(&q->cond, &q->lock, tmo ? &deadline : NULL, cancellable,
-				  exs_cancel_unlock, &q->lock) == ETIMEDOUT &&
+				  armed ? cancel_awake : exs_cancel_unlock, &q->lock) == ETIMEDOUT &&
 		    q->count < want)
 			goto out;
 	}
@@ -493,5 +500,7 @@ int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct 
 		efd_drain(q);
 out:
 	pthread_mutex_unlock(&q->lock);
+	if (armed)
+		exs_queue_poll_hook(EXS_POLL_AWAKE);
 	return n;
 }
