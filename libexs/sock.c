@@ -476,6 +476,66 @@ int exs_sock_close(struct exs_sock *s, int flags, struct exs_queue *q, exs_ahand
 	return 0;
 }
 
+/* ---- exs_cancel (exs_cancel(3)) */
+
+/* Pending accepts of listener `s` with ahandle `ah` end with ECANCELED;
+ * the others keep their order. One whose connection is being set up
+ * (a socket ACCEPTING for it) is under way: EBUSY. */
+static int cancel_accepts(struct exs_sock *s, exs_ahandle_t ah)
+{
+	uint32_t i, kept = 0, n = s->acc_count;
+	struct exs_sock *ns;
+
+	for (i = 0; i < n; i++) {
+		struct exs_accept_slot a = s->acc[(s->acc_head + i) % s->acc_cap];
+
+		if (a.aa.exs_ahandle == ah)
+			exs_sock_post(a.q, s->fd, EXS_EVT_ACCEPT, ah, ECANCELED);
+		else
+			s->acc[(s->acc_head + kept++) % s->acc_cap] = a;
+	}
+	s->acc_count = kept;
+	if (kept < n)
+		return 0;
+	for (ns = exs_g.sock_list; ns; ns = ns->next)
+		if (ns->state == EXS_S_ACCEPTING && ns->listener_id == s->id &&
+		    ns->accepted_by.aa.exs_ahandle == ah)
+			return -EBUSY;
+	return -ENOENT;
+}
+
+/* A connect not yet established: exsd forgets it (and with it the CM id:
+ * the peer's exsd sees the request go, or drops it at the end of the wait
+ * the request carried), the socket is unconnected again. */
+static int cancel_connect(struct exs_sock *s, exs_ahandle_t ah)
+{
+	if (s->op_ah != ah || !s->op_q)
+		return -ENOENT;
+	exs_sock_tell_exsd_close(s);
+	exs_sock_connect_failed(s, ECANCELED);
+	return 0;
+}
+
+/* -errno: ENOENT when no started operation of the kinds in `what`
+ * (EXS_CANCEL_*) has ahandle `ah`. */
+int exs_sock_cancel(struct exs_sock *s, exs_ahandle_t ah, int what)
+{
+	switch (s->state) {
+	case EXS_S_LISTENING:
+		return (what & EXS_CANCEL_ACCEPT) ? cancel_accepts(s, ah) : -ENOENT;
+	case EXS_S_CONNECTING:
+		return (what & EXS_CANCEL_CONNECT) ? cancel_connect(s, ah) : -ENOENT;
+	case EXS_S_CONNECTED: {
+		int ret = exs_conn_cancel(s->conn, ah, what);
+
+		exs_sock_progress(s); /* a FIN may be due; pollers may care */
+		return ret;
+	}
+	default:
+		return -ENOENT;
+	}
+}
+
 /* ---- tuning (guide §7) */
 
 static bool before_connect(const struct exs_sock *s)
