@@ -94,9 +94,17 @@ static int fd_take(void)
 	return fd;
 }
 
+static uint32_t generation;
+
+/* A new name for exsd: what it still sends about the old one misses. */
+static void new_id(struct exs_sock *s)
+{
+	generation = (generation + 1) & 0x7fff;
+	s->id = (generation << 16) | (uint32_t)s->fd;
+}
+
 struct exs_sock *exs_sock_alloc(int domain, int type)
 {
-	static uint32_t generation;
 	struct exs_sock *s;
 	int fd;
 
@@ -112,8 +120,7 @@ struct exs_sock *exs_sock_alloc(int domain, int type)
 		return NULL;
 	}
 	s->fd = fd;
-	generation = (generation + 1) & 0x7fff;
-	s->id = (generation << 16) | (uint32_t)fd;
+	new_id(s);
 	s->state = EXS_S_NEW;
 	s->domain = domain;
 	s->type = type;
@@ -513,6 +520,9 @@ static int cancel_connect(struct exs_sock *s, exs_ahandle_t ah)
 		return -ENOENT;
 	exs_sock_tell_exsd_close(s);
 	exs_sock_connect_failed(s, ECANCELED);
+	/* exsd may have sent events of the connect before it read the close:
+	 * they must not reach the socket's next connect */
+	new_id(s);
 	return 0;
 }
 
