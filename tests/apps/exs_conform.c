@@ -1799,6 +1799,50 @@ static void cancel_stream_recv(const char *what)
 	exs_qdelete(q);
 }
 
+struct blocked_recv {
+	int fd;
+	char *buf;
+	ssize_t ret;
+	int err;
+};
+
+static void *recv_blocking(void *arg)
+{
+	struct blocked_recv *r = arg;
+
+	r->ret = exs_recv(r->fd, r->buf, 4096, EXS_BLOCK, NULL, AH(70), UNREG);
+	r->err = errno;
+	return NULL;
+}
+
+/* Another thread ends a blocking receive by its ahandle. */
+static void cancel_blocking_recv(void)
+{
+	static char rb[4096];
+	exs_qhandle_t q = exs_qcreate(16);
+	struct blocked_recv r = { .buf = rb };
+	pthread_t th;
+	int a, b;
+
+	if (!make_pair(SOCK_STREAM, 0, 0, &a, &b)) {
+		report(false, "cancel", "STREAM connection");
+		exs_qdelete(q);
+		return;
+	}
+	r.fd = b;
+	pthread_create(&th, NULL, recv_blocking, &r);
+	usleep(200 * 1000);
+	expect_ok("cancel", "exs_cancel of another thread's EXS_BLOCK receive",
+		  exs_cancel(b, AH(70), EXS_CANCEL_RECV));
+	pthread_join(th, NULL);
+	report(r.ret == -1 && r.err == ECANCELED, "cancel",
+	       "that exs_recv returns -1 ECANCELED (got %zd, %s)", r.ret, strerror(r.err));
+	report(still_carries(a, b, q, rb, 71), "cancel", "after it, data both ways, checked");
+	exs_blocking_close(a);
+	exs_blocking_close(b);
+	exs_qdelete(q);
+}
+
 static void cancel_seq_recv(void)
 {
 	static char rb[4096], rb2[256], sb[4096];
@@ -1952,6 +1996,7 @@ static void cancel_calls(void)
 	tune = tune_sb;
 	cancel_stream_recv("STREAM with stream buffer");
 	tune = NULL;
+	cancel_blocking_recv();
 	cancel_seq_recv();
 	cancel_send();
 	cancel_accept_connect();
