@@ -1737,6 +1737,16 @@ static bool still_carries(int a, int b, exs_qhandle_t q, char *rb, unsigned seed
 	       carries(a, b, q, rb, 4096, seed + 2) && carries(b, a, q, rb, 4096, seed + 3);
 }
 
+/* a pair for one of the cancel checks, or a FAIL and the queue deleted */
+static bool cancel_pair(int type, const char *what, exs_qhandle_t q, int *a, int *b)
+{
+	if (make_pair(type, 0, 0, a, b))
+		return true;
+	report(false, "cancel", "%s: connection", what);
+	exs_qdelete(q);
+	return false;
+}
+
 /* A STREAM receive pending with its advert out: cancelled, the peer lets
  * go of the advert, and its buffer is the caller's again. */
 static void cancel_stream_recv(const char *what)
@@ -1746,11 +1756,8 @@ static void cancel_stream_recv(const char *what)
 	exs_event_t ev;
 	int a, b, r;
 
-	if (!make_pair(SOCK_STREAM, 0, 0, &a, &b)) {
-		report(false, "cancel", "%s: STREAM connection", what);
-		exs_qdelete(q);
+	if (!cancel_pair(SOCK_STREAM, what, q, &a, &b))
 		return;
-	}
 	memset(rb, 0x5a, sizeof(rb));
 	exs_recv(b, rb, sizeof(rb), 0, q, AH(10), UNREG);
 	expect_err("cancel", "the pending receive named as a send: ENOENT",
@@ -1824,11 +1831,8 @@ static void cancel_blocking_recv(void)
 	pthread_t th;
 	int a, b;
 
-	if (!make_pair(SOCK_STREAM, 0, 0, &a, &b)) {
-		report(false, "cancel", "STREAM connection");
-		exs_qdelete(q);
+	if (!cancel_pair(SOCK_STREAM, "STREAM", q, &a, &b))
 		return;
-	}
 	r.fd = b;
 	pthread_create(&th, NULL, recv_blocking, &r);
 	usleep(200 * 1000);
@@ -1850,11 +1854,8 @@ static void cancel_seq_recv(void)
 	exs_event_t ev;
 	int a, b;
 
-	if (!make_pair(SOCK_SEQPACKET, 0, 0, &a, &b)) {
-		report(false, "cancel", "SEQPACKET connection");
-		exs_qdelete(q);
+	if (!cancel_pair(SOCK_SEQPACKET, "SEQPACKET", q, &a, &b))
 		return;
-	}
 	/* 200 B is at most sp_max (256): not advertised */
 	exs_recv(b, rb, 200, 0, q, AH(30), UNREG);
 	exs_recv(b, rb2, 200, 0, q, AH(31), UNREG);
@@ -1889,11 +1890,8 @@ static void cancel_send(void)
 	exs_event_t ev;
 	int a, b;
 
-	if (!make_pair(SOCK_STREAM, 0, 0, &a, &b)) {
-		report(false, "cancel", "STREAM connection");
-		exs_qdelete(q);
+	if (!cancel_pair(SOCK_STREAM, "STREAM", q, &a, &b))
 		return;
-	}
 	fill(sb, sizeof(sb), 40);
 	exs_send(a, sb, 2000, 0, q, AH(40), UNREG); /* no receive: it waits */
 	expect_ok("cancel", "exs_cancel of a send waiting for the peer's receive",
