@@ -68,6 +68,13 @@ typedef void *exs_ahandle_t;
 #define EXS_UNSIGNALED 0x10000000
 #define EXS_UNSIGNALLED EXS_UNSIGNALED
 
+/* exs_cancel flags: the kinds of operation to cancel; 0 means any */
+#define EXS_CANCEL_RECV 0x1
+#define EXS_CANCEL_SEND 0x2
+#define EXS_CANCEL_ACCEPT 0x4
+#define EXS_CANCEL_CONNECT 0x8
+#define EXS_CANCEL_ANY (EXS_CANCEL_RECV | EXS_CANCEL_SEND | EXS_CANCEL_ACCEPT | EXS_CANCEL_CONNECT)
+
 /* exs_mregister flags */
 #define EXS_MRF_RECV_DISABLE 0x1
 #ifndef EXS_DISABLE_DEPRECATED
@@ -175,6 +182,10 @@ ssize_t exs_write(int fd, const void *write_buffer, size_t write_length);
 ssize_t exs_read(int fd, void *read_buffer, size_t max_length);
 
 int exs_fcntl(int fd, int command, ...);
+
+/* end a started operation of fd's with this ahandle: its event says
+ * ECANCELED (exs_cancel(3)) */
+int exs_cancel(int fd, exs_ahandle_t ahandle, int flags);
 
 /* readiness of EXS sockets, as poll(2) reports it (exs_poll(3)) */
 int exs_poll(struct pollfd *fds, nfds_t nfds, int timeout);

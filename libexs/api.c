@@ -775,3 +775,20 @@ int exs_fcntl(int fd, int cmd, ...)
 	ret = exs_sock_fcntl(s, cmd, arg);
 	return ret < 0 ? fail_unlock(ret) : (UNLOCK(), ret);
 }
+
+/* ---- exs_cancel (exs_cancel(3)) */
+
+int exs_cancel(int fd, exs_ahandle_t ah, int flags)
+{
+	EXS_NOCANCEL;
+	struct exs_sock *s;
+	int ret;
+
+	if (flags & ~EXS_CANCEL_ANY)
+		return exs_err(EINVAL);
+	s = sock_lock(fd);
+	if (!s)
+		return -1;
+	ret = exs_sock_cancel(s, ah, flags ? flags : EXS_CANCEL_ANY);
+	return ret < 0 ? fail_unlock(ret) : (UNLOCK(), 0);
+}

@@ -35,6 +35,9 @@ static const char *const rx_names[] = {
 static const char *const link_names[] = {
 	[EXS_LINK_UP] = "up", [EXS_LINK_PROBING] = "probing", [EXS_LINK_RESET] = "reset",
 };
+static const char *const unadv_names[] = {
+	[EXS_UNADV_NONE] = "none", [EXS_UNADV_ASKED] = "asked", [EXS_UNADV_FILLED] = "filled",
+};
 
 static void set_tx(struct exs_conn *c, enum exs_tx_state st)
 {
@@ -48,6 +51,15 @@ static void set_rx(struct exs_conn *c, enum exs_rx_state st)
 	if (EXS_DEBUG_ON() && c->rx != st)
 		exs_debug("fd %d receive: %s -> %s", c->fd, rx_names[c->rx], rx_names[st]);
 	c->rx = st;
+}
+
+static void set_unadv(struct exs_conn *c, enum exs_unadv_state st, uint32_t slot)
+{
+	if (EXS_DEBUG_ON() && c->unadv != st)
+		exs_debug("fd %d unadvert (slot %u): %s -> %s", c->fd, slot, unadv_names[c->unadv],
+			  unadv_names[st]);
+	c->unadv = st;
+	c->unadv_slot = slot;
 }
 
 static void set_link(struct exs_conn *c, enum exs_link_state st)
@@ -447,9 +459,21 @@ static void op_complete(struct exs_conn *c, struct exs_op *op, int err, size_t l
 	memset(op, 0, sizeof(*op));
 	if (is_send)
 		c->sfree[c->nsfree++] = (uint32_t)(op - c->sop);
+	else if (c->unadv == EXS_UNADV_ASKED && (uint32_t)(op - c->rop) == c->unadv_slot)
+		set_unadv(c, EXS_UNADV_FILLED, c->unadv_slot); /* the peer's ACK frees the slot */
 	else
 		c->rfree[c->nrfree++] = (uint32_t)(op - c->rop);
 	pthread_cond_broadcast(&exs_g.cond);
+}
+
+/* The peer writes nothing more (FIN, RDSHUT_ACK, reset): a slot kept for
+ * an UNADVERT_ACK is free now, and that ACK, if it comes, is ignored. */
+static void unadv_release(struct exs_conn *c)
+{
+	if (c->unadv == EXS_UNADV_FILLED)
+		c->rfree[c->nrfree++] = c->unadv_slot;
+	if (c->unadv != EXS_UNADV_NONE)
+		set_unadv(c, EXS_UNADV_NONE, c->unadv_slot);
 }
 
 void exs_conn_fail_all(struct exs_conn *c, int err)
@@ -471,6 +495,7 @@ void exs_conn_fail_all(struct exs_conn *c, int err)
 		if (c->rop[i].kind)
 			op_complete(c, &c->rop[i], err, 0, 0);
 	}
+	unadv_release(c);
 }
 
 /* The connection is broken (or the peer misbehaved): flush what is posted
@@ -899,6 +924,50 @@ static bool stream_recv_done(const struct exs_op *op)
 	return op->done && (!(op->flags & MSG_WAITALL) || op->done == op->len);
 }
 
+/* Take waiting receive `slot` out of the receive FIFO, keeping the order
+ * of the others; false if it is not there. */
+static bool rfifo_remove(struct exs_conn *c, uint32_t slot)
+{
+	uint32_t k, kept = 0;
+
+	for (k = 0; k < c->rf_count; k++) {
+		uint32_t s = c->rfifo[(c->rf_head + k) % c->alloc];
+
+		if (s != slot)
+			c->rfifo[(c->rf_head + kept++) % c->alloc] = s;
+	}
+	if (kept == c->rf_count)
+		return false;
+	c->rf_count = kept;
+	return true;
+}
+
+/* exs_cancel of a receive nobody can write into: it ends now, with the
+ * bytes it holds (errno 0) or ECANCELED if none. */
+static void cancel_recv_now(struct exs_conn *c, struct exs_op *op)
+{
+	rfifo_remove(c, (uint32_t)(op - c->rop));
+	op_complete(c, op, op->done ? 0 : ECANCELED, op->done, 0);
+}
+
+/* STREAM (§7.6): a receive whose cancel waits and whose advert a chunk
+ * made void has no advert the peer may use: it ends now. Done before the
+ * chunk is copied and before the others are advertised again, so that
+ * neither reaches it. */
+static void drop_cancelled_waiting(struct exs_conn *c)
+{
+	uint32_t k = 0;
+
+	while (k < c->rf_count) {
+		struct exs_op *op = &c->rop[c->rfifo[(c->rf_head + k) % c->alloc]];
+
+		if (op->cancelling && !op->advertised)
+			cancel_recv_now(c, op);
+		else
+			k++;
+	}
+}
+
 /* STREAM (§7.6): advertise the waiting receives that have no (good)
  * advert, oldest first, so that adverts keep the receives' order: one that
  * lacks at most a chunk only when the peer asked (RTS), as its data comes
@@ -908,6 +977,7 @@ static void advertise_waiting(struct exs_conn *c)
 {
 	uint32_t k;
 
+	drop_cancelled_waiting(c);
 	for (k = 0; k < c->rf_count; k++) {
 		uint32_t slot = c->rfifo[(c->rf_head + k) % c->alloc];
 		struct exs_op *op = &c->rop[slot];
@@ -1095,6 +1165,8 @@ static void complete_slot(struct exs_conn *c, uint32_t slot, size_t len, size_t 
 	}
 	op->done += len;
 	if (!c->seq && (op->flags & MSG_WAITALL) && op->done < op->len) {
+		if (c->unadv == EXS_UNADV_ASKED && c->unadv_slot == slot)
+			return; /* the peer drops the held advert: no MORE (UNADVERT) */
 		if (post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_MORE, .slot = slot }, -1))
 			exs_conn_break(c, ECONNRESET);
 		return;
@@ -1116,6 +1188,7 @@ static void end_receives(struct exs_conn *c)
 	for (i = 0; i < c->alloc; i++)
 		if (c->rop[i].kind)
 			op_complete(c, &c->rop[i], 0, c->rop[i].done, 0);
+	unadv_release(c);
 }
 
 /* SHUT_RD (guide §4.5): take no new data; the peer fails its sends with
@@ -1248,6 +1321,77 @@ static void on_rts(struct exs_conn *c, uint32_t seq)
 	}
 }
 
+/* exs_cancel: send the UNADVERT of the next receive whose cancel waits, if
+ * none is out; one without a live advert ends at once. */
+static void unadvertise_next(struct exs_conn *c)
+{
+	uint32_t i;
+
+	for (i = 0; i < c->alloc && c->unadv == EXS_UNADV_NONE; i++) {
+		struct exs_op *op = &c->rop[i];
+
+		if (op->kind != EXS_EVT_RECV || !op->cancelling)
+			continue;
+		if (!op->advertised) {
+			cancel_recv_now(c, op);
+			continue;
+		}
+		if (post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_UNADVERT, .slot = (uint16_t)i },
+			     -1)) {
+			exs_conn_break(c, ECONNRESET);
+			return;
+		}
+		set_unadv(c, EXS_UNADV_ASKED, i);
+	}
+}
+
+/* The peer cancels its receive `slot`: drop its advert if we hold it (a
+ * held one too: its MORE will not come) and say so. What we placed there
+ * went before this ACK. */
+static void on_unadvert(struct exs_conn *c, uint16_t slot)
+{
+	uint32_t k, kept = 0;
+
+	if (c->seq || slot >= c->alloc) {
+		proto_error(c, "UNADVERT on SEQPACKET or of no slot (slot, 0)", slot, 0);
+		return;
+	}
+	for (k = 0; k < c->ad_count; k++) {
+		struct exs_wire_msg a = c->ads[(c->ad_head + k) % c->alloc];
+
+		if (a.slot != slot)
+			c->ads[(c->ad_head + kept++) % c->alloc] = a;
+	}
+	c->ad_count = kept;
+	if (post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_UNADVERT_ACK, .slot = slot }, -1)) {
+		exs_conn_break(c, ECONNRESET);
+		return;
+	}
+	match(c); /* a held advert dropped lets the next one be used */
+}
+
+/* The peer writes no more into receive `slot`: it ends with what it got
+ * (ECANCELED if nothing), or, if data ended it meanwhile, its slot is free. */
+static void on_unadvert_ack(struct exs_conn *c, uint16_t slot)
+{
+	struct exs_op *op;
+
+	if (c->unadv == EXS_UNADV_NONE || slot != c->unadv_slot) {
+		if (c->rx == EXS_RX_OPEN)
+			proto_error(c, "UNADVERT_ACK unasked (slot, state)", slot, c->unadv);
+		return; /* after a FIN or RDSHUT_ACK the wait was given up */
+	}
+	if (c->unadv == EXS_UNADV_FILLED) {
+		c->rfree[c->nrfree++] = slot;
+		set_unadv(c, EXS_UNADV_NONE, slot);
+	} else {
+		op = &c->rop[slot];
+		set_unadv(c, EXS_UNADV_NONE, slot);
+		cancel_recv_now(c, op);
+	}
+	unadvertise_next(c);
+}
+
 /* STREAM (§7.6, proto/exs_wire.h part 4): an EAGER chunk. The peer had no
  * advert when it sent it, so every waiting receive's advert is stale: the
  * chunk fills the waiting receives in order, the rest waits in the pool,
@@ -1269,6 +1413,7 @@ static void on_chunk(struct exs_conn *c, const struct exs_wire_eager *h, const c
 	}
 	for (k = 0; k < c->rf_count; k++)
 		c->rop[c->rfifo[(c->rf_head + k) % c->alloc]].advertised = false;
+	drop_cancelled_waiting(c);
 	while (used < len && c->rf_count) {
 		struct exs_op *op = &c->rop[c->rfifo[c->rf_head]];
 		size_t n = op->len - op->done < len - used ? op->len - op->done : len - used;
@@ -1415,6 +1560,12 @@ static void on_message(struct exs_conn *c, const struct exs_wire_msg *m)
 		break;
 	case EXS_WIRE_CREDIT:
 		break;
+	case EXS_WIRE_UNADVERT:
+		on_unadvert(c, m->slot);
+		break;
+	case EXS_WIRE_UNADVERT_ACK:
+		on_unadvert_ack(c, m->slot);
+		break;
 	default:
 		proto_error(c, "unknown message type (type, 0)", m->type, 0);
 	}
@@ -1537,6 +1688,100 @@ void exs_conn_progress(struct exs_conn *c)
 		advertise_waiting(c);
 	maybe_credit(c);
 	maybe_fin(c);
+}
+
+/* ---- exs_cancel (exs_cancel(3)) */
+
+/* A send nothing of which has gone: it ends with ECANCELED. Anything
+ * placed or handed to the device, or a SEQPACKET send whose RTS went (the
+ * peer numbers its receives by it), is under way: EBUSY. */
+static int cancel_send(struct exs_conn *c, struct exs_op *op)
+{
+	uint32_t oi = (uint32_t)(op - c->sop), k, kept = 0;
+
+	if (op->done || op->rts)
+		return -EBUSY;
+	for (k = 0; k < c->sf_count; k++) {
+		uint32_t i = c->sfifo[(c->sf_head + k) % c->alloc];
+
+		if (i != oi)
+			c->sfifo[(c->sf_head + kept++) % c->alloc] = i;
+	}
+	if (kept == c->sf_count)
+		return -EBUSY; /* posted, its completion pending */
+	c->sf_count = kept;
+	op_complete(c, op, ECANCELED, 0, 0);
+	return 0;
+}
+
+/* SEQPACKET: a quiet receive (not advertised) may go if no later one is
+ * advertised: the later ones take its number and those after it, which
+ * the peer never saw. */
+static int cancel_seq_recv(struct exs_conn *c, struct exs_op *op)
+{
+	uint32_t k, slot = (uint32_t)(op - c->rop), at = c->rf_count;
+
+	for (k = 0; k < c->rf_count; k++) {
+		struct exs_op *o = &c->rop[c->rfifo[(c->rf_head + k) % c->alloc]];
+
+		if (c->rfifo[(c->rf_head + k) % c->alloc] == slot)
+			at = k;
+		if (k >= at && o->advertised)
+			return -EBUSY;
+	}
+	if (at == c->rf_count)
+		return -EBUSY;
+	for (k = at + 1; k < c->rf_count; k++)
+		c->rop[c->rfifo[(c->rf_head + k) % c->alloc]].seq--;
+	c->rx_rsn--;
+	cancel_recv_now(c, op);
+	return 0;
+}
+
+static int cancel_recv(struct exs_conn *c, struct exs_op *op)
+{
+	if (op->cancelling)
+		return -EALREADY;
+	if (c->seq)
+		return cancel_seq_recv(c, op);
+	if (!op->advertised) {
+		cancel_recv_now(c, op);
+		return 0;
+	}
+	op->cancelling = true;
+	unadvertise_next(c);
+	return 0;
+}
+
+/* The most telling of two results: one cancel done or started beats a
+ * cancel already under way, which beats one under way by itself. */
+static int cancel_rank(int ret)
+{
+	return ret == 0 ? 3 : ret == -EALREADY ? 2 : ret == -EBUSY ? 1 : 0;
+}
+
+int exs_conn_cancel(struct exs_conn *c, exs_ahandle_t ah, int what)
+{
+	int ret = -ENOENT, r;
+	uint32_t i;
+
+	if (c->link == EXS_LINK_RESET)
+		return -ENOENT; /* everything started has ended */
+	for (i = 0; i < c->alloc; i++) {
+		r = -ENOENT;
+		if ((what & EXS_CANCEL_SEND) && c->sop[i].kind == EXS_EVT_SEND && c->sop[i].ah == ah)
+			r = cancel_send(c, &c->sop[i]);
+		if (cancel_rank(r) > cancel_rank(ret))
+			ret = r;
+		r = -ENOENT;
+		if ((what & EXS_CANCEL_RECV) && c->rop[i].kind == EXS_EVT_RECV && c->rop[i].ah == ah)
+			r = cancel_recv(c, &c->rop[i]);
+		if (cancel_rank(r) > cancel_rank(ret))
+			ret = r;
+	}
+	match(c);    /* the next send may go now */
+	maybe_fin(c); /* the last send waiting for a FIN ended */
+	return ret;
 }
 
 /* ---- what the socket layer reads */

@@ -220,6 +220,7 @@ struct exs_op {
 	bool advertised; /* receive: its ADVERT went out */
 	bool rts; /* send: its RTS went out */
 	uint32_t seq; /* SEQPACKET receive: its number (proto/exs_wire.h part 3) */
+	bool cancelling; /* receive: exs_cancel wants it gone once the peer lets go */
 };
 
 /* The send direction: what may still go to the peer. */
@@ -244,6 +245,13 @@ enum exs_link_state {
 	EXS_LINK_PROBING, /* exsd lost the CM connection: a PING is out */
 	EXS_LINK_RESET,	  /* broken or aborted: nothing more is taken from the peer */
 };
+/* exs_cancel of an advertised receive (proto/exs_wire.h UNADVERT): one at
+ * a time, the others wait with op->cancelling set. */
+enum exs_unadv_state {
+	EXS_UNADV_NONE,
+	EXS_UNADV_ASKED,  /* UNADVERT out for unadv_slot, its receive waiting */
+	EXS_UNADV_FILLED, /* that receive completed meanwhile: the slot waits for the ACK */
+};
 
 struct exs_conn {
 	int fd;	  /* the socket its events name */
@@ -257,6 +265,8 @@ struct exs_conn {
 	enum exs_tx_state tx;
 	enum exs_rx_state rx;
 	enum exs_link_state link;
+	enum exs_unadv_state unadv;
+	uint32_t unadv_slot;
 	uint32_t alloc;	  /* resources sized for this many credits */
 	uint32_t credits; /* negotiated */
 	/* one registered block: nrecv receive buffers of rsz bytes, nsend
@@ -357,6 +367,8 @@ bool exs_conn_finished(const struct exs_conn *c);
 bool exs_conn_send_ready(const struct exs_conn *c);
 bool exs_conn_recv_ready(const struct exs_conn *c);
 void exs_conn_stats(const struct exs_conn *c, ExsCtl__SockStats *x);
+/* exs_cancel: EXS_CANCEL_RECV / _SEND operations with ahandle `ah` */
+int exs_conn_cancel(struct exs_conn *c, exs_ahandle_t ah, int what);
 
 /* ---- sock.c: the fd table and each socket's life cycle */
 enum exs_sock_state {
@@ -446,6 +458,7 @@ bool exs_sock_unbusy(struct exs_sock *s);
 int exs_sock_shutdown(struct exs_sock *s, int dirs, struct exs_queue *q, exs_ahandle_t ah);
 int exs_sock_fcntl(struct exs_sock *s, int cmd, int arg);
 short exs_sock_poll(struct exs_sock *s, short events);
+int exs_sock_cancel(struct exs_sock *s, exs_ahandle_t ah, int what);
 void exs_sock_wake_pollers(void);
 
 /* ---- broker.c: the library's half of the connection set-up that exsd

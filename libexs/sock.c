@@ -94,9 +94,17 @@ static int fd_take(void)
 	return fd;
 }
 
+static uint32_t generation;
+
+/* A new name for exsd: what it still sends about the old one misses. */
+static void new_id(struct exs_sock *s)
+{
+	generation = (generation + 1) & 0x7fff;
+	s->id = (generation << 16) | (uint32_t)s->fd;
+}
+
 struct exs_sock *exs_sock_alloc(int domain, int type)
 {
-	static uint32_t generation;
 	struct exs_sock *s;
 	int fd;
 
@@ -112,8 +120,7 @@ struct exs_sock *exs_sock_alloc(int domain, int type)
 		return NULL;
 	}
 	s->fd = fd;
-	generation = (generation + 1) & 0x7fff;
-	s->id = (generation << 16) | (uint32_t)fd;
+	new_id(s);
 	s->state = EXS_S_NEW;
 	s->domain = domain;
 	s->type = type;
@@ -474,6 +481,69 @@ int exs_sock_close(struct exs_sock *s, int flags, struct exs_queue *q, exs_ahand
 	}
 	close_now(s, flags);
 	return 0;
+}
+
+/* ---- exs_cancel (exs_cancel(3)) */
+
+/* Pending accepts of listener `s` with ahandle `ah` end with ECANCELED;
+ * the others keep their order. One whose connection is being set up
+ * (a socket ACCEPTING for it) is under way: EBUSY. */
+static int cancel_accepts(struct exs_sock *s, exs_ahandle_t ah)
+{
+	uint32_t i, kept = 0, n = s->acc_count;
+	struct exs_sock *ns;
+
+	for (i = 0; i < n; i++) {
+		struct exs_accept_slot a = s->acc[(s->acc_head + i) % s->acc_cap];
+
+		if (a.aa.exs_ahandle == ah)
+			exs_sock_post(a.q, s->fd, EXS_EVT_ACCEPT, ah, ECANCELED);
+		else
+			s->acc[(s->acc_head + kept++) % s->acc_cap] = a;
+	}
+	s->acc_count = kept;
+	if (kept < n)
+		return 0;
+	for (ns = exs_g.sock_list; ns; ns = ns->next)
+		if (ns->state == EXS_S_ACCEPTING && ns->listener_id == s->id &&
+		    ns->accepted_by.aa.exs_ahandle == ah)
+			return -EBUSY;
+	return -ENOENT;
+}
+
+/* A connect not yet established: exsd forgets it (and with it the CM id:
+ * the peer's exsd sees the request go, or drops it at the end of the wait
+ * the request carried), the socket is unconnected again. */
+static int cancel_connect(struct exs_sock *s, exs_ahandle_t ah)
+{
+	if (s->op_ah != ah || !s->op_q)
+		return -ENOENT;
+	exs_sock_tell_exsd_close(s);
+	exs_sock_connect_failed(s, ECANCELED);
+	/* exsd may have sent events of the connect before it read the close:
+	 * they must not reach the socket's next connect */
+	new_id(s);
+	return 0;
+}
+
+/* -errno: ENOENT when no started operation of the kinds in `what`
+ * (EXS_CANCEL_*) has ahandle `ah`. */
+int exs_sock_cancel(struct exs_sock *s, exs_ahandle_t ah, int what)
+{
+	switch (s->state) {
+	case EXS_S_LISTENING:
+		return (what & EXS_CANCEL_ACCEPT) ? cancel_accepts(s, ah) : -ENOENT;
+	case EXS_S_CONNECTING:
+		return (what & EXS_CANCEL_CONNECT) ? cancel_connect(s, ah) : -ENOENT;
+	case EXS_S_CONNECTED: {
+		int ret = exs_conn_cancel(s->conn, ah, what);
+
+		exs_sock_progress(s); /* a FIN may be due; pollers may care */
+		return ret;
+	}
+	default:
+		return -ENOENT;
+	}
 }
 
 /* ---- tuning (guide §7) */

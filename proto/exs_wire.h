@@ -23,6 +23,9 @@
  *      a chunk no longer makes the receiver advertise its waiting
  *      receives again (on rxe a run of small sends cost an advert per
  *      waiting receive per chunk, and 64 KiB sends went as 16 chunks).
+ *      exs_cancel of an advertised receive: UNADVERT and UNADVERT_ACK;
+ *      EXS_WIRE_SPARE 10 -> 12 (room for one of each). (Version 3 never
+ *      shipped in a release; both changes of that day are one version.)
  *
  * 1. Setup, carried by exsd in rdmacm private data (all fields big-endian).
  *    The active side's exsd sends a request in rdma_connect(); the passive
@@ -75,6 +78,23 @@
  *      answers RDSHUT_ACK, after which it writes nothing more. On the ACK
  *      the shut side completes its waiting receives with what they hold
  *      (length 0: EOF). Receives started after SHUT_RD are EOFs at once.
+ *    - UNADVERT {slot}: exs_cancel of a receive whose ADVERT went out. The
+ *      receiver may not reuse that buffer (or the slot) yet: the sender
+ *      may be writing there. The sender drops the advert if it still holds
+ *      it (also one held for MORE: then no MORE follows) and answers
+ *      UNADVERT_ACK {slot}; anything it placed there before was posted
+ *      before the ACK, so RC ordering brings it (IMM or DONE) first. On
+ *      the ACK the receiver completes the receive with what it got, or
+ *      ECANCELED if nothing, and only then frees its slot. At most one
+ *      UNADVERT per connection and direction is unanswered (further
+ *      cancels wait their turn), and each side answers at once, so one
+ *      receive and one control send slot of EXS_WIRE_SPARE cover each.
+ *      A FIN, RDSHUT_ACK or ABORT ends the wait too (the sender writes
+ *      nothing more after it), so an ACK for no cancel is ignored once
+ *      the receive direction is no longer open. SOCK_SEQPACKET receives
+ *      are numbered: an advertised one is not cancelled (EBUSY), nor a
+ *      quiet one with an advertised receive after it (the numbers of
+ *      later receives shift down by one when a quiet one is cancelled).
  *    - PING: sent when a CM disconnect arrives without a FIN (the peer's
  *      exsd may only have restarted: on IB/RoCE the QPs belong to the
  *      applications and still work); the peer answers PONG at once. No
@@ -84,7 +104,7 @@
  *    directions. Each side keeps 2C + EXS_WIRE_SPARE receives posted
  *    (at most one unanswered advert or MORE per peer receive, one IMM/DONE
  *    per own advert, and HELLO, FIN, ABORT, RDSHUT, RDSHUT_ACK, PING, PONG,
- *    RTS and two CREDITs), plus C more when small messages are on (below).
+ *    RTS, two CREDITs, UNADVERT and UNADVERT_ACK), plus C more when small messages are on (below).
  *
  * 3. Small messages (SOCK_SEQPACKET with a negotiated sp_max S > 0, guide
  *    §7.2). Messages and receives are numbered from 0 on each side; the
@@ -140,7 +160,7 @@
 
 #define EXS_WIRE_VERSION 4
 #define EXS_WIRE_MAGIC 0x4558 /* "EX" */
-#define EXS_WIRE_SPARE 10
+#define EXS_WIRE_SPARE 12
 #define EXS_WIRE_EAGER_MAX 4096 /* the most data an EAGER carries, whatever sp_max says */
 
 /* 1. setup (CM private data) */
@@ -178,6 +198,8 @@ enum exs_wire_type {
 	EXS_WIRE_EAGER = 11, /* struct exs_wire_eager + data */
 	EXS_WIRE_RTS = 12,
 	EXS_WIRE_CREDIT = 13,
+	EXS_WIRE_UNADVERT = 14,
+	EXS_WIRE_UNADVERT_ACK = 15,
 };
 #define EXS_WIRE_ADV_WAITALL 0x1 /* exs_wire_msg.flags of an ADVERT */
 
@@ -186,7 +208,7 @@ struct exs_wire_msg {
 	uint8_t type;
 	uint16_t credits; /* eager credits returned (any type) */
 	uint16_t flags;
-	uint16_t slot;    /* ADVERT, DONE, MORE: the receive operation */
+	uint16_t slot;    /* ADVERT, DONE, MORE, UNADVERT(_ACK): the receive operation */
 	uint64_t addr;    /* ADVERT */
 	uint32_t rkey;    /* ADVERT */
 	uint32_t len;     /* ADVERT: buffer size; DONE: bytes placed */

@@ -1746,6 +1746,295 @@ static void cancelling(void)
 	expect_ok("11.3.1", "exs_qdelete: the cancelled send let go of the queue", exs_qdelete(q));
 }
 
+/* ---- exs_cancel (exs_cancel(3)): the standard's call UNH left out */
+
+#define AH(n) ((void *)(uintptr_t)(n))
+
+/* `len` B of `seed` from `from` into `rb` at `to`, every byte checked */
+static bool carries(int from, int to, exs_qhandle_t q, char *rb, size_t len, unsigned seed)
+{
+	static char sb[8192];
+	exs_event_t ev;
+
+	memset(rb, 0, len);
+	fill(sb, len, seed);
+	if (exs_recv(to, rb, len, MSG_WAITALL, q, AH(seed), UNREG) ||
+	    exs_send(from, sb, len, EXS_BLOCK, NULL, NULL, UNREG) != (ssize_t)len)
+		return false;
+	ev = next_event(q, WAIT_S * 1000);
+	return event_is(&ev, EXS_EVT_RECV, to, AH(seed), 0) && ev_len(&ev) == len && same(rb, len, seed);
+}
+
+/* both ways, several sizes: the connection is whole after a cancel */
+static bool still_carries(int a, int b, exs_qhandle_t q, char *rb, unsigned seed)
+{
+	return carries(a, b, q, rb, 3000, seed) && carries(b, a, q, rb, 100, seed + 1) &&
+	       carries(a, b, q, rb, 4096, seed + 2) && carries(b, a, q, rb, 4096, seed + 3);
+}
+
+/* a pair for one of the cancel checks, or a FAIL and the queue deleted */
+static bool cancel_pair(int type, const char *what, exs_qhandle_t q, int *a, int *b)
+{
+	if (make_pair(type, 0, 0, a, b))
+		return true;
+	report(false, "cancel", "%s: connection", what);
+	exs_qdelete(q);
+	return false;
+}
+
+/* A STREAM receive pending with its advert out: cancelled, the peer lets
+ * go of the advert, and its buffer is the caller's again. */
+static void cancel_stream_recv(const char *what)
+{
+	static char rb[4096], rb2[4096], sb[8192];
+	exs_qhandle_t q = exs_qcreate(16);
+	exs_event_t ev;
+	int a, b, r;
+
+	if (!cancel_pair(SOCK_STREAM, what, q, &a, &b))
+		return;
+	memset(rb, 0x5a, sizeof(rb));
+	exs_recv(b, rb, sizeof(rb), 0, q, AH(10), UNREG);
+	expect_err("cancel", "the pending receive named as a send: ENOENT",
+		   exs_cancel(b, AH(10), EXS_CANCEL_SEND), ENOENT);
+	expect_ok("cancel", "exs_cancel of a pending receive (advertised)",
+		  exs_cancel(b, AH(10), EXS_CANCEL_RECV));
+	r = exs_cancel(b, AH(10), 0);
+	report(r == -1 && (errno == EALREADY || errno == ENOENT), "cancel",
+	       "%s: cancelling it again: -1 EALREADY (under way) or ENOENT (done)", what);
+	ev = next_event(q, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_RECV, b, AH(10), ECANCELED) && ev_len(&ev) == 0, "cancel",
+	       "%s: its event says ECANCELED, length 0 (got type %d errno %d len %zu)", what,
+	       ev.exs_evt_type, ev.exs_evt_errno, ev_len(&ev));
+	/* its buffer is not written after the event: data goes elsewhere */
+	fill(sb, 4000, 11);
+	exs_recv(b, rb2, sizeof(rb2), MSG_WAITALL, q, AH(11), UNREG);
+	exs_send(a, sb, 4000, EXS_BLOCK, NULL, NULL, UNREG);
+	exs_send(a, sb + 4000, 96, EXS_BLOCK, NULL, NULL, UNREG);
+	ev = next_event(q, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_RECV, b, AH(11), 0) && ev_len(&ev) == 4096 &&
+	       same(rb2, 4000, 11) && rb[0] == 0x5a &&
+	       memcmp(rb, rb + 1, sizeof(rb) - 1) == 0, "cancel",
+	       "%s: the next receive gets the next bytes, checked; the cancelled buffer untouched",
+	       what);
+	report(still_carries(a, b, q, rb, 12), "cancel",
+	       "%s: its buffer reused for other receives; data both ways, checked", what);
+	/* MSG_WAITALL with part of it placed: those bytes are reported */
+	fill(sb, 1000, 13);
+	exs_recv(b, rb, sizeof(rb), MSG_WAITALL, q, AH(14), UNREG);
+	exs_send(a, sb, 1000, 0, q, AH(13), UNREG);
+	ev = next_event(q, WAIT_S * 1000);
+	/* the send's event may come before the bytes reach the receiver (a
+	 * stream-buffer chunk completes when posted); a cancel then would win
+	 * and the bytes go to the next receive: let them land */
+	usleep(200 * 1000);
+	expect_ok("cancel", "exs_cancel of a MSG_WAITALL receive holding 1000 B",
+		  ev.exs_evt_type == EXS_EVT_SEND ? exs_cancel(b, AH(14), 0) : -1);
+	ev = next_event(q, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_RECV, b, AH(14), 0) && ev_len(&ev) == 1000 && same(rb, 1000, 13),
+	       "cancel", "%s: it completes with the 1000 B it holds, errno 0, checked (got errno %d len %zu)",
+	       what, ev.exs_evt_errno, ev_len(&ev));
+	report(still_carries(a, b, q, rb, 15), "cancel",
+	       "%s: after it, data both ways, checked", what);
+	exs_blocking_close(a);
+	exs_blocking_close(b);
+	exs_qdelete(q);
+}
+
+struct blocked_recv {
+	int fd;
+	char *buf;
+	ssize_t ret;
+	int err;
+};
+
+static void *recv_blocking(void *arg)
+{
+	struct blocked_recv *r = arg;
+
+	r->ret = exs_recv(r->fd, r->buf, 4096, EXS_BLOCK, NULL, AH(70), UNREG);
+	r->err = errno;
+	return NULL;
+}
+
+/* Another thread ends a blocking receive by its ahandle. */
+static void cancel_blocking_recv(void)
+{
+	static char rb[4096];
+	exs_qhandle_t q = exs_qcreate(16);
+	struct blocked_recv r = { .buf = rb };
+	pthread_t th;
+	int a, b;
+
+	if (!cancel_pair(SOCK_STREAM, "STREAM", q, &a, &b))
+		return;
+	r.fd = b;
+	pthread_create(&th, NULL, recv_blocking, &r);
+	usleep(200 * 1000);
+	expect_ok("cancel", "exs_cancel of another thread's EXS_BLOCK receive",
+		  exs_cancel(b, AH(70), EXS_CANCEL_RECV));
+	pthread_join(th, NULL);
+	report(r.ret == -1 && r.err == ECANCELED, "cancel",
+	       "that exs_recv returns -1 ECANCELED (got %zd, %s)", r.ret, strerror(r.err));
+	report(still_carries(a, b, q, rb, 71), "cancel", "after it, data both ways, checked");
+	exs_blocking_close(a);
+	exs_blocking_close(b);
+	exs_qdelete(q);
+}
+
+static void cancel_seq_recv(void)
+{
+	static char rb[4096], rb2[256], sb[4096];
+	exs_qhandle_t q = exs_qcreate(16);
+	exs_event_t ev;
+	int a, b;
+
+	if (!cancel_pair(SOCK_SEQPACKET, "SEQPACKET", q, &a, &b))
+		return;
+	/* 200 B is at most sp_max (256): not advertised */
+	exs_recv(b, rb, 200, 0, q, AH(30), UNREG);
+	exs_recv(b, rb2, 200, 0, q, AH(31), UNREG);
+	expect_ok("cancel", "exs_cancel of a pending SEQPACKET receive (not advertised)",
+		  exs_cancel(b, AH(30), 0));
+	ev = next_event(q, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_RECV, b, AH(30), ECANCELED), "cancel",
+	       "its event says ECANCELED");
+	fill(sb, 150, 32);
+	exs_send(a, sb, 150, EXS_BLOCK, NULL, NULL, UNREG);
+	ev = next_event(q, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_RECV, b, AH(31), 0) && ev_len(&ev) == 150 && same(rb2, 150, 32),
+	       "cancel", "the next message fills the next receive, checked");
+	exs_recv(b, rb, sizeof(rb), 0, q, AH(33), UNREG); /* advertised */
+	expect_err("cancel", "an advertised SEQPACKET receive: EBUSY (it is numbered)",
+		   exs_cancel(b, AH(33), 0), EBUSY);
+	fill(sb, 3000, 34);
+	exs_send(a, sb, 3000, EXS_BLOCK, NULL, NULL, UNREG);
+	ev = next_event(q, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_RECV, b, AH(33), 0) && ev_len(&ev) == 3000 && same(rb, 3000, 34),
+	       "cancel", "and it completes normally, checked");
+	report(still_carries(a, b, q, rb, 35), "cancel", "SEQPACKET: data both ways, checked");
+	exs_blocking_close(a);
+	exs_blocking_close(b);
+	exs_qdelete(q);
+}
+
+static void cancel_send(void)
+{
+	static char rb[4096], sb[4096];
+	exs_qhandle_t q = exs_qcreate(16);
+	exs_event_t ev;
+	int a, b;
+
+	if (!cancel_pair(SOCK_STREAM, "STREAM", q, &a, &b))
+		return;
+	fill(sb, sizeof(sb), 40);
+	exs_send(a, sb, 2000, 0, q, AH(40), UNREG); /* no receive: it waits */
+	expect_ok("cancel", "exs_cancel of a send waiting for the peer's receive",
+		  exs_cancel(a, AH(40), EXS_CANCEL_SEND));
+	ev = next_event(q, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_SEND, a, AH(40), ECANCELED), "cancel",
+	       "its event says ECANCELED");
+	report(carries(a, b, q, rb, 1500, 41), "cancel",
+	       "the next send's bytes are the first to arrive, checked");
+	/* 1000 B of 3000 placed: the rest cannot be taken back */
+	memset(rb, 0, sizeof(rb));
+	exs_recv(b, rb, 1000, MSG_WAITALL, q, AH(43), UNREG);
+	exs_send(a, sb, 3000, 0, q, AH(42), UNREG);
+	ev = next_event(q, WAIT_S * 1000);
+	expect_err("cancel", "a send partly placed: EBUSY",
+		   ev.exs_evt_type == EXS_EVT_RECV ? exs_cancel(a, AH(42), 0) : 0, EBUSY);
+	exs_recv(b, rb + 1000, 2000, MSG_WAITALL, q, AH(44), UNREG);
+	exs_event_t e1 = next_event(q, WAIT_S * 1000), e2 = next_event(q, WAIT_S * 1000);
+	report(e1.exs_evt_type + e2.exs_evt_type == EXS_EVT_SEND + EXS_EVT_RECV && !e1.exs_evt_errno &&
+	       !e2.exs_evt_errno && same(rb, 3000, 40), "cancel",
+	       "and it completes normally, all 3000 B checked");
+	expect_err("cancel", "a send that completed: ENOENT", exs_cancel(a, AH(42), 0), ENOENT);
+	report(still_carries(a, b, q, rb, 45), "cancel", "after the send cancels, data both ways");
+	exs_blocking_close(a);
+	exs_blocking_close(b);
+	exs_qdelete(q);
+}
+
+static void cancel_accept_connect(void)
+{
+	uint16_t port = next_port++;
+	struct sockaddr_in sa = addr_of(port);
+	struct exs_acceptaddr aa[2] = { { NULL, 0, AH(50) }, { NULL, 0, AH(51) } };
+	struct timeval tmo = { .tv_sec = WAIT_S };
+	exs_qhandle_t q = exs_qcreate(16);
+	int lfd = listener(SOCK_STREAM, port, 4, 0), a, n = -1;
+	exs_event_t ev;
+
+	expect_ok("cancel", "two accepts pending", exs_accept(lfd, aa, 2, 0, q));
+	expect_ok("cancel", "exs_cancel of the first", exs_cancel(lfd, AH(50), EXS_CANCEL_ACCEPT));
+	ev = next_event(q, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_ACCEPT, lfd, AH(50), ECANCELED), "cancel",
+	       "its event says ECANCELED");
+	expect_err("cancel", "an unknown ahandle on a listener: ENOENT", exs_cancel(lfd, AH(52), 0),
+		   ENOENT);
+	a = exs_socket(AF_INET, SOCK_STREAM, 0);
+	expect_ok("cancel", "a connect after it",
+		  exs_connect(a, (struct sockaddr *)&sa, sizeof(sa), EXS_BLOCK, &tmo, NULL, NULL));
+	ev = next_event(q, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_ACCEPT, lfd, AH(51), 0), "cancel",
+	       "is accepted by the second accept");
+	if (ev.exs_evt_type == EXS_EVT_ACCEPT && !ev.exs_evt_errno)
+		n = ev.exs_evt_union.exs_evt_accept.exs_evt_new_socket;
+	if (n >= 0)
+		exs_blocking_close(n);
+	exs_blocking_close(a);
+	/* a connect nobody accepts */
+	a = exs_socket(AF_INET, SOCK_STREAM, 0);
+	exs_connect(a, (struct sockaddr *)&sa, sizeof(sa), 0, NULL, q, AH(60));
+	usleep(300 * 1000);
+	expect_err("cancel", "the connect named as a receive: ENOENT",
+		   exs_cancel(a, AH(60), EXS_CANCEL_RECV), ENOENT);
+	expect_ok("cancel", "exs_cancel of a connect to a listener that never accepts",
+		  exs_cancel(a, AH(60), EXS_CANCEL_CONNECT));
+	ev = next_event(q, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_CONNECT, a, AH(60), ECANCELED), "cancel",
+	       "its event says ECANCELED (got type %d errno %d)", ev.exs_evt_type, ev.exs_evt_errno);
+	/* the socket may connect again; two accepts, as the first may meet
+	 * the request of the cancelled connect, which its exsd still holds */
+	aa[0].exs_ahandle = AH(61);
+	aa[1].exs_ahandle = AH(62);
+	exs_accept(lfd, aa, 2, 0, q);
+	report(exs_connect(a, (struct sockaddr *)&sa, sizeof(sa), EXS_BLOCK, &tmo, NULL, NULL) == 0,
+	       "cancel", "the same socket connects again after the cancel");
+	for (int i = 0; i < 2; i++) { /* the accept that took it */
+		ev = next_event(q, WAIT_S * 1000);
+		if (ev.exs_evt_type == EXS_EVT_ACCEPT && !ev.exs_evt_errno) {
+			exs_blocking_close(ev.exs_evt_union.exs_evt_accept.exs_evt_new_socket);
+			break;
+		}
+	}
+	exs_blocking_close(a);
+	exs_blocking_close(lfd);
+	exs_qdelete(q); /* accept events left in it go with it */
+}
+
+static void cancel_calls(void)
+{
+	int fd = exs_socket(AF_INET, SOCK_STREAM, 0);
+
+	expect_err("cancel", "exs_cancel of fd -1: EBADF", exs_cancel(-1, AH(1), 0), EBADF);
+	expect_err("cancel", "exs_cancel of an fd never opened: EBADF", exs_cancel(4000, AH(1), 0),
+		   EBADF);
+	expect_err("cancel", "exs_cancel with an unknown flag: EINVAL", exs_cancel(fd, AH(1), 0x100),
+		   EINVAL);
+	expect_err("cancel", "exs_cancel of nothing started: ENOENT", exs_cancel(fd, AH(1), 0), ENOENT);
+	exs_blocking_close(fd);
+	cancel_stream_recv("STREAM");
+	sb_a = sb_b = 65536;
+	tune = tune_sb;
+	cancel_stream_recv("STREAM with stream buffer");
+	tune = NULL;
+	cancel_blocking_recv();
+	cancel_seq_recv();
+	cancel_send();
+	cancel_accept_connect();
+}
+
 int main(int argc, char **argv)
 {
 	double t0 = now();
@@ -1774,6 +2063,7 @@ int main(int argc, char **argv)
 	modifying();
 	forking();
 	cancelling();
+	cancel_calls();
 	printf("%d passed, %d failed (%.1f s)\n", passed, failed, now() - t0);
 	return failed ? 1 : 0;
 }

@@ -201,6 +201,23 @@ START_TEST(shutdown_args)
 }
 END_TEST
 
+START_TEST(cancel_args)
+{
+	ck_fails(exs_cancel(0, NULL, 0), EINVAL); /* before exs_init */
+	init();
+	int fd = exs_socket(AF_INET, SOCK_STREAM, 0);
+
+	ck_fails(exs_cancel(fd, NULL, 0x100), EINVAL);
+	ck_fails(exs_cancel(fd, NULL, -1), EINVAL);
+	ck_fails(exs_cancel(fd, NULL, 0), ENOENT); /* nothing started */
+	ck_fails(exs_cancel(fd, (void *)1, EXS_CANCEL_ANY), ENOENT);
+	ck_fails(exs_cancel(-1, NULL, 0), EBADF);
+	ck_fails(exs_cancel(54321, NULL, 0), EBADF);
+	ck_assert_int_eq(exs_blocking_close(fd), 0);
+	ck_fails(exs_cancel(fd, NULL, 0), EBADF);
+}
+END_TEST
+
 START_TEST(call_flags_and_states)
 {
 	struct exs_acceptaddr aa = { 0 };
@@ -362,7 +379,7 @@ END_TEST
 
 int main(void)
 {
-	const TTest *const tests[] = { init_checks_version, socket_args, bad_and_closed_fds, needs_exsd_gives_enetdown, address_checks, data_before_connect, queue_args, queue_attributes, shutdown_args, call_flags_and_states, fcntl_credits, registration_args, stale_queue_handle, stale_registration, reject_errnos_bounded, ctl_bad_version_dropped, NULL };
+	const TTest *const tests[] = { init_checks_version, socket_args, bad_and_closed_fds, needs_exsd_gives_enetdown, address_checks, data_before_connect, queue_args, queue_attributes, shutdown_args, cancel_args, call_flags_and_states, fcntl_credits, registration_args, stale_queue_handle, stale_registration, reject_errnos_bounded, ctl_bad_version_dropped, NULL };
 
 	return run_tests("api", 20, tests);
 }
