@@ -561,22 +561,12 @@ struct xfer_wait {
 	struct exs_op *op;
 };
 
-/* What an op that conn.c did not take owns (see struct exs_op). */
-static void xfer_free(struct exs_op *op)
-{
-	if (!op->nseg)
-		return;
-	free(op->seg);
-	if (op->kind == EXS_EVT_RECV)
-		free(op->buf);
-}
-
 static void xfer_cancelled(void *arg)
 {
 	struct xfer_wait *w = arg;
 
 	UNLOCK();
-	xfer_free(w->op);
+	exs_conn_segs_free(w->op);
 	block_end(w->q, w->pq, -ECANCELED, NULL);
 }
 
@@ -650,7 +640,7 @@ static int xfer_run(int fd, struct exs_op *op, exs_qhandle_t qh, const exs_mhand
 	int ret;
 
 	if (block_begin(op->flags, qh, true, &q, &pq)) {
-		xfer_free(op);
+		exs_conn_segs_free(op);
 		return -1;
 	}
 	if (pq)
@@ -681,7 +671,7 @@ out:
 	UNLOCK();
 out_noloc:
 	if (ret)
-		xfer_free(op); /* not started: still ours */
+		exs_conn_segs_free(op); /* not started: still ours */
 	return block_end(q, pq, ret, ret_ev);
 }
 
@@ -759,19 +749,10 @@ static ssize_t xfer_msg(int kind, int fd, const struct msghdr *msg, int flags, e
 		return exs_err(ret);
 	op = (struct exs_op){ .kind = kind, .flags = flags, .ah = ah, .len = total, .msg = msg,
 			      .user_mh = EXS_MHANDLE_UNREGISTERED };
-	if (n == 1) {
+	if (n == 1)
 		op.buf = seg[0].addr;
-	} else {
-		op.seg = malloc(n * sizeof(*op.seg));
-		op.buf = kind == EXS_EVT_RECV ? malloc(total) : NULL;
-		if (!op.seg || (kind == EXS_EVT_RECV && !op.buf)) {
-			free(op.seg);
-			free(op.buf);
-			return exs_err(ENOMEM);
-		}
-		memcpy(op.seg, seg, n * sizeof(*op.seg));
-		op.nseg = n;
-	}
+	else if (exs_conn_segs_new(&op, seg, n))
+		return exs_err(ENOMEM);
 	ret = xfer_run(fd, &op, qh, mh, &ev);
 	if (ret <= 0)
 		return ret;

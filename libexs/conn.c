@@ -205,16 +205,36 @@ static void segs_release(struct exs_op *op, bool refs)
 	}
 }
 
-/* An ended op's elements and bounce buffer go (a receive's buf is the
- * bounce buffer when it has elements). */
-static void segs_free(struct exs_op *op)
+int exs_conn_segs_new(struct exs_op *op, const struct exs_seg *seg, uint32_t n)
+{
+	op->seg = malloc(n * sizeof(*seg));
+	if (!op->seg)
+		return -ENOMEM;
+	memcpy(op->seg, seg, n * sizeof(*seg));
+	op->nseg = n;
+	if (op->kind == EXS_EVT_RECV) {
+		op->buf = mmap(NULL, op->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			       -1, 0);
+		if (op->buf == MAP_FAILED) {
+			op->buf = NULL;
+			free(op->seg);
+			op->seg = NULL;
+			op->nseg = 0;
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+/* An ended (or refused) op's elements and bounce buffer go. */
+void exs_conn_segs_free(struct exs_op *op)
 {
 	if (!op->nseg)
 		return;
 	segs_release(op, false);
 	free(op->seg);
 	if (op->kind == EXS_EVT_RECV)
-		free(op->buf);
+		munmap(op->buf, op->len);
 	op->seg = NULL;
 	op->nseg = 0;
 }
@@ -298,8 +318,8 @@ void exs_conn_destroy(struct exs_conn *c)
 			ibv_dereg_mr(c->rop[i].tmp_mr);
 		if (c->sop[i].tmp_mr)
 			ibv_dereg_mr(c->sop[i].tmp_mr);
-		segs_free(&c->rop[i]);
-		segs_free(&c->sop[i]);
+		exs_conn_segs_free(&c->rop[i]);
+		exs_conn_segs_free(&c->sop[i]);
 	}
 	if (c->qp)
 		exs_verbs_destroy_qp(c->qp, c->iwarp);
@@ -532,7 +552,7 @@ static void op_complete(struct exs_conn *c, struct exs_op *op, int err, size_t l
 	if (op->nseg && !is_send && !err)
 		segs_copy(op, 0, op->buf, len, true); /* out of the bounce buffer */
 	segs_release(op, true);
-	segs_free(op);
+	exs_conn_segs_free(op);
 	if (op->q) {
 		if ((op->flags & EXS_UNSIGNALED) && !err)
 			exs_queue_unref(op->q);

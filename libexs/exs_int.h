@@ -232,14 +232,19 @@ struct exs_op {
 	bool rts; /* send: its RTS went out */
 	uint32_t seq; /* SEQPACKET receive: its number (proto/exs_wire.h part 3) */
 	/* exs_sendmsg/exs_recvmsg: the msghdr its event names (as its buffer),
-	 * and nseg > 1 elements, malloc'd; a receive's buf is then a malloc'd
+	 * and nseg > 1 elements (exs_conn_segs_new); a receive's buf is then a
 	 * bounce buffer. conn.c frees both when it completes the op; when it
 	 * refuses one (an error return) it holds nothing of it and the caller
-	 * frees them. */
+	 * frees them (exs_conn_segs_free). */
 	const struct msghdr *msg;
 	struct exs_seg *seg;
 	uint32_t nseg;
 };
+/* Give op (kind and len set) a copy of n elements and, for a receive, a
+ * bounce buffer of len bytes on pages of its own (a registered page must
+ * not hold the allocator's data: guide §11.3.2). 0 or -ENOMEM. */
+int exs_conn_segs_new(struct exs_op *op, const struct exs_seg *seg, uint32_t n);
+void exs_conn_segs_free(struct exs_op *op);
 
 /* The send direction: what may still go to the peer. */
 enum exs_tx_state {
