@@ -922,6 +922,7 @@ static void scatter_gather(void)
 	exs_qhandle_t q = exs_qcreate(8);
 	const char *why;
 	int a, b, sge;
+	bool ok;
 
 	for (int t = 0; t < 2; t++) {
 		const char *tn = types[t] == SOCK_STREAM ? "STREAM" : "SEQPACKET";
@@ -935,20 +936,21 @@ static void scatter_gather(void)
 		sge = exs_fcntl(a, EXS_F_GETSGEMAX);
 		report(sge >= 1 && sge <= EXS_IOV_MAX && sge == exs_fcntl(b, EXS_F_GETSGEMAX), "sg",
 		       "%s: EXS_F_GETSGEMAX on both ends: %d", tn, sge);
-		report(sg_one(types[t], a, b, q, SG_MAX, 0, true, 3, &why), "sg",
-		       "%s: 64 odd-sized elements (device SGE limit %d), half registered, into one "
-		       "exs_recv: every byte (%s)", tn, sge, why);
-		report(sg_one(types[t], a, b, q, SG_MAX, 7, false, 4, &why), "sg",
-		       "%s: 64 elements sent before an exs_recvmsg into 7 others: every byte, gaps "
-		       "untouched (%s)", tn, why);
-		report(sg_one(types[t], a, b, q, 40, SG_MAX, true, 5, &why), "sg",
-		       "%s: 40 elements into an exs_recvmsg of 64 posted first: every byte (%s)", tn,
-		       why);
-		report(sg_one(types[t], a, b, q, 3, 2, false, 6, &why), "sg",
-		       "%s: a small message of 3 elements into 2 (copied or inline): every byte (%s)",
-		       tn, why);
-		report(sg_one(types[t], a, b, q, 1, 1, true, 7, &why), "sg",
-		       "%s: one element each way, as exs_send/exs_recv (%s)", tn, why);
+		/* sg_one before report: `why` is read only once it is set */
+		ok = sg_one(types[t], a, b, q, SG_MAX, 0, true, 3, &why);
+		report(ok, "sg", "%s: 64 odd-sized elements (device SGE limit %d), half registered, "
+		       "into one exs_recv: every byte (%s)", tn, sge, why);
+		ok = sg_one(types[t], a, b, q, SG_MAX, 7, false, 4, &why);
+		report(ok, "sg", "%s: 64 elements sent before an exs_recvmsg into 7 others: every "
+		       "byte, gaps untouched (%s)", tn, why);
+		ok = sg_one(types[t], a, b, q, 40, SG_MAX, true, 5, &why);
+		report(ok, "sg", "%s: 40 elements into an exs_recvmsg of 64 posted first: every byte "
+		       "(%s)", tn, why);
+		ok = sg_one(types[t], a, b, q, 3, 2, false, 6, &why);
+		report(ok, "sg", "%s: a small message of 3 elements into 2 (copied or inline): every "
+		       "byte (%s)", tn, why);
+		ok = sg_one(types[t], a, b, q, 1, 1, true, 7, &why);
+		report(ok, "sg", "%s: one element each way, as exs_send/exs_recv (%s)", tn, why);
 		if (types[t] == SOCK_SEQPACKET) {
 			/* a message longer than the elements: what fits, the rest lost */
 			char sb[300], r1[25], r2[15];
