@@ -116,10 +116,92 @@ START_TEST(copies_keep_order_and_gaps)
 }
 END_TEST
 
+/* place() against a QP whose post_send only records: the writes a piece
+ * of 64 elements takes, and its DONE (held: the connection waits for
+ * HELLO, so control messages stay in their slots) */
+static struct ibv_sge posted[256][EXS_IOV_MAX];
+static struct ibv_send_wr wrs[256];
+static int nwr;
+
+static int record(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	(void)qp;
+	(void)bad;
+	ck_assert_int_lt(nwr, 256);
+	wrs[nwr] = *wr;
+	memcpy(posted[nwr], wr->sg_list, (size_t)wr->num_sge * sizeof(*wr->sg_list));
+	nwr++;
+	return 0;
+}
+
+static void placed(uint32_t max_sge, uint32_t max_msg_sz, bool iwarp, uint32_t adlen,
+		   unsigned want_writes)
+{
+	static struct ibv_context ctx;
+	struct ibv_qp qp = { .context = &ctx };
+	struct exs_dev dev = { .max_msg_sz = max_msg_sz };
+	struct exs_wire_msg msgs[4], ad = { .type = EXS_WIRE_ADVERT, .slot = 3, .addr = 1 << 20,
+					    .rkey = 9, .len = adlen };
+	int32_t ctl_op[4];
+	uint32_t held[4], sfifo[1] = { 0 };
+	struct exs_op op = gathered();
+	struct exs_conn c = { .dev = &dev, .qp = &qp, .iwarp = iwarp, .max_sge = max_sge,
+			      .alloc = 1, .credits = 1, .sop = &op, .sfifo = sfifo, .sf_count = 1,
+			      .ads = &ad, .ad_count = 1, .nsend = 4, .nctl_free = 4, .msg = msgs,
+			      .ctl_op = ctl_op, .held = held, .await_hello = true,
+			      .link = EXS_LINK_UP };
+	uint32_t n = adlen < op.len ? adlen : (uint32_t)op.len;
+	uint64_t at = ad.addr;
+	size_t pos = 0;
+
+	ctx.ops.post_send = record;
+	op.has_mem = true;
+	nwr = 0;
+	ck_assert_int_eq(place(&c), 0);
+	ck_assert_int_eq(nwr, (int)want_writes);
+	for (int w = 0; w < nwr; w++) {
+		uint32_t bytes = 0;
+
+		ck_assert_int_le(wrs[w].num_sge, (int)max_sge);
+		ck_assert_uint_eq(wrs[w].wr.rdma.remote_addr, at);
+		for (int j = 0; j < wrs[w].num_sge; j++)
+			bytes += posted[w][j].length;
+		ck_assert_uint_le(bytes, max_msg_sz);
+		at += bytes;
+		pos += bytes;
+		/* one write alone may carry the length in its immediate */
+		ck_assert_int_eq(wrs[w].opcode, nwr == 1 && !iwarp ? IBV_WR_RDMA_WRITE_WITH_IMM :
+								     IBV_WR_RDMA_WRITE);
+	}
+	ck_assert_uint_eq(pos, n);
+	ck_assert_uint_eq(op.done, n);
+	if (nwr == 1 && !iwarp) {
+		ck_assert_uint_eq(c.nheld, 0);
+	} else {
+		ck_assert_uint_eq(c.nheld, 1);
+		ck_assert_int_eq(msgs[held[0]].type, EXS_WIRE_DONE);
+		ck_assert_uint_eq(msgs[held[0]].len, n);
+	}
+}
+
+START_TEST(place_cuts_a_piece_into_writes)
+{
+	uint32_t len = (uint32_t)gathered().len;
+
+	placed(64, UINT32_MAX, false, len, 1);	     /* one write, IMM */
+	placed(32, UINT32_MAX, false, len, 2);	     /* rxe: DONE */
+	placed(6, UINT32_MAX, true, len, 11);	     /* siw */
+	placed(6, UINT32_MAX, true, len + 100, 11); /* an advert larger than the send */
+	placed(64, 1000, false, len, (len + 999) / 1000);
+	placed(6, UINT32_MAX, false, 600, 2);	     /* a STREAM piece: 600 bytes, 8 elements */
+}
+END_TEST
+
 int main(void)
 {
 	const TTest *const tests[] = { gather_splits_by_sge_limit, one_buffer_is_one_sge,
-				       copies_keep_order_and_gaps, NULL };
+				       copies_keep_order_and_gaps, place_cuts_a_piece_into_writes,
+				       NULL };
 
 	return run_tests("sg", 20, tests);
 }
