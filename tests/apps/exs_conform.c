@@ -980,6 +980,17 @@ static void scatter_gather(void)
 			report(!n && event_is(&e1, EXS_EVT_RECV, b, (void *)5, 0) && ev_len(&e1) == 40 &&
 			       e1.exs_evt_union.exs_evt_xfer.exs_evt_amount_lost == 260, "sg",
 			       "SEQPACKET: the asynchronous exs_recvmsg reports 260 B lost");
+			/* a small message (§7.2): gathered into one EAGER SEND */
+			si[0].iov_len = 10;
+			si[1].iov_len = 30;
+			ri[0].iov_len = 25;
+			n = exs_sendmsg(a, &sm, EXS_BLOCK, NULL, NULL, NULL);
+			n = n == 40 ? exs_recvmsg(b, &rm, EXS_BLOCK, NULL, NULL, NULL) : -1;
+			memcpy(lin, r1, 25);
+			memcpy(lin + 25, r2, 15);
+			report(n == 40 && !(rm.msg_flags & MSG_TRUNC) && same(lin, 10, 8) &&
+			       !memcmp(lin + 10, sb + 100, 30), "sg",
+			       "SEQPACKET: 10 + 30 B sent eagerly (before any receive) into 25 + 15 B");
 		}
 		exs_blocking_close(a);
 		exs_blocking_close(b);
