@@ -108,6 +108,7 @@ typedef void *exs_ahandle_t;
 #define EXS_F_SETCOMPTHREADCPU 16 /* §7.4: CPU of the completion thread, INT_MAX = not pinned */
 #define EXS_F_GETSTREAMBUFSIZE 17 /* §7.6: SOCK_STREAM intermediate receive buffer */
 #define EXS_F_SETSTREAMBUFSIZE 18
+#define EXS_F_GETSGEMAX 19 /* connected: local segments one RDMA write gathers (exs_sendmsg(3)) */
 /* EXS_F_GETFD / EXS_F_SETFD flags (§7.5, §7.6) */
 #define EXS_FD_BUSYPOLL 0x1 /* the completion thread polls this connection without sleeping */
 #define EXS_FD_NODELAY 0x2  /* no intermediate stream buffer (set by EXS_F_SETSTREAMBUFSIZE 0) */
@@ -180,6 +181,18 @@ ssize_t exs_blocking_recv(int fd, void *read_buffer, size_t max_length, int recv
 			  exs_mhandle_t mhandle);
 ssize_t exs_write(int fd, const void *write_buffer, size_t write_length);
 ssize_t exs_read(int fd, void *read_buffer, size_t max_length);
+
+/*
+ * Scatter/gather (exs_sendmsg(3)): msg_iov has 1..EXS_IOV_MAX elements,
+ * mhandles one per element (each a registration covering it, or
+ * EXS_MHANDLE_UNREGISTERED; a NULL array: all unregistered). msg_name and
+ * msg_control must be unset. The completion's exs_evt_buffer is `msg`.
+ */
+#define EXS_IOV_MAX 64
+ssize_t exs_sendmsg(int fd, const struct msghdr *msg, int send_flags, exs_qhandle_t qhandle,
+		    exs_ahandle_t ahandle, const exs_mhandle_t *mhandles);
+ssize_t exs_recvmsg(int fd, struct msghdr *msg, int recv_flags, exs_qhandle_t qhandle,
+		    exs_ahandle_t ahandle, const exs_mhandle_t *mhandles);
 
 int exs_fcntl(int fd, int command, ...);
 

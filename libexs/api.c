@@ -558,6 +558,7 @@ int exs_shutdown(int fd, int how, int flags, exs_qhandle_t qh, exs_ahandle_t ah)
  * started, so what block_end would undo is undone here. */
 struct xfer_wait {
 	struct exs_queue *q, *pq;
+	struct exs_op *op;
 };
 
 static void xfer_cancelled(void *arg)
@@ -565,63 +566,100 @@ static void xfer_cancelled(void *arg)
 	struct xfer_wait *w = arg;
 
 	UNLOCK();
+	exs_conn_segs_free(w->op);
 	block_end(w->q, w->pq, -ECANCELED, NULL);
 }
 
-static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhandle_t qh,
-		    exs_ahandle_t ah, exs_mhandle_t mh)
+/* The registration mh names if it covers [p, p + len) for this kind of
+ * call (NULL for EXS_MHANDLE_UNREGISTERED), else -EINVAL (lock held). */
+static int mreg_covering(exs_mhandle_t mh, const char *p, size_t len, int kind,
+			 struct exs_mreg **ret_m)
+{
+	struct exs_mreg *m;
+
+	if (mh == EXS_MHANDLE_UNREGISTERED) {
+		*ret_m = NULL;
+		return 0;
+	}
+	m = exs_mreg_get(mh);
+	if (!m || p < m->addr || p + len > m->addr + m->len ||
+	    (kind == EXS_EVT_RECV && (m->flags & EXS_MRF_RECV_DISABLE)))
+		return -EINVAL;
+	*ret_m = m;
+	return 0;
+}
+
+/* The op's registrations, from mh (one buffer) or mh[i] for element i;
+ * a receive's elements are checked only: its bounce buffer is what the
+ * device writes (lock held). */
+static int xfer_mem(struct exs_op *op, const exs_mhandle_t *mh)
+{
+	struct exs_mreg *m;
+	uint32_t i;
+	int ret;
+
+	if (!op->nseg)
+		return mreg_covering(mh[0], op->buf, op->len, op->kind, &op->mreg);
+	for (i = 0; i < op->nseg; i++) {
+		struct exs_seg *g = &op->seg[i];
+
+		if ((ret = mreg_covering(mh[i], g->addr, g->len, op->kind, &m)))
+			return ret;
+		g->mreg = op->kind == EXS_EVT_SEND ? m : NULL;
+	}
+	return 0;
+}
+
+/* Flags, length and queue of a send or receive: 0 or an errno. */
+static int xfer_args(int kind, size_t len, int flags, exs_qhandle_t qh)
 {
 	int allowed = EXS_BLOCK | EXS_CREDIT_WAIT | EXS_DONTWAIT | EXS_UNSIGNALED;
-	struct exs_queue *q, *pq;
-	struct exs_mreg *m = NULL;
-	struct exs_sock *s;
-	struct exs_op op;
-	exs_event_t ev;
-	uint32_t id;
-	int ret;
 
 	if (kind == EXS_EVT_RECV)
 		allowed |= MSG_WAITALL;
-	if (!buf || !len || (flags & ~allowed))
-		return exs_err(EINVAL);
+	if (!len || (flags & ~allowed))
+		return EINVAL;
 	if (len > EXS_MAX_XFER)
-		return exs_err(EMSGSIZE);
+		return EMSGSIZE;
 	if (!(flags & EXS_BLOCK) && !qh && !(flags & EXS_UNSIGNALED))
-		return exs_err(EINVAL);
-	if (block_begin(flags, qh, true, &q, &pq))
+		return EINVAL;
+	return 0;
+}
+
+/* Start `op` (kind, buf/len or elements, flags, ah filled; arguments
+ * checked) on fd, waiting for a credit if its flags say so, and with
+ * EXS_BLOCK for its event (*ret_ev). mh: the registration of each element
+ * (one for a single buffer). Returns as block_end does; the op's elements
+ * are conn.c's once it started, freed here if it did not. */
+static int xfer_run(int fd, struct exs_op *op, exs_qhandle_t qh, const exs_mhandle_t *mh,
+		    exs_event_t *ret_ev)
+{
+	struct exs_queue *q, *pq;
+	struct exs_sock *s;
+	uint32_t id;
+	int ret;
+
+	if (block_begin(op->flags, qh, true, &q, &pq)) {
+		exs_conn_segs_free(op);
 		return -1;
+	}
 	if (pq)
-		flags &= ~EXS_UNSIGNALED;
-	memset(&op, 0, sizeof(op));
-	op.flags = flags;
-	op.q = q;
-	op.ah = ah;
-	op.buf = buf;
-	op.len = len;
-	op.user_mh = mh;
+		op->flags &= ~EXS_UNSIGNALED;
+	op->q = q;
 	s = sock_lock(fd);
 	if (!s) {
 		ret = -errno;
 		goto out_noloc;
 	}
-	if (mh != EXS_MHANDLE_UNREGISTERED) {
-		m = exs_mreg_get(mh);
-		if (!m || (char *)buf < m->addr || (char *)buf + len > m->addr + m->len ||
-		    (kind == EXS_EVT_RECV && (m->flags & EXS_MRF_RECV_DISABLE))) {
-			ret = -EINVAL;
-			goto out;
-		}
-	}
-	if (mh != EXS_MHANDLE_UNREGISTERED)
-		op.mreg = m;
-	op.kind = kind;
+	if ((ret = xfer_mem(op, mh)))
+		goto out;
 	id = s->id; /* the fd may be closed and reused while we wait for a credit */
 	for (;;) {
-		ret = exs_sock_xfer(s, &op);
-		if (ret != -EBUSY || !(flags & (EXS_CREDIT_WAIT | EXS_BLOCK)))
+		ret = exs_sock_xfer(s, op);
+		if (ret != -EBUSY || !(op->flags & (EXS_CREDIT_WAIT | EXS_BLOCK)))
 			break;
 		exs_progress_arm(); /* the completion that frees a credit must wake us */
-		struct xfer_wait w = { q, pq };
+		struct xfer_wait w = { q, pq, op };
 
 		exs_cond_wait(&exs_g.cond, &exs_g.lock, NULL, true, xfer_cancelled, &w);
 		if (exs_sock_by_id(id) != s || s->state != EXS_S_CONNECTED) {
@@ -632,7 +670,24 @@ static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhan
 out:
 	UNLOCK();
 out_noloc:
-	ret = block_end(q, pq, ret, &ev);
+	if (ret)
+		exs_conn_segs_free(op); /* not started: still ours */
+	return block_end(q, pq, ret, ret_ev);
+}
+
+static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhandle_t qh,
+		    exs_ahandle_t ah, exs_mhandle_t mh)
+{
+	struct exs_op op = { .kind = kind, .flags = flags, .ah = ah, .buf = buf, .len = len,
+			     .user_mh = mh };
+	exs_event_t ev;
+	int ret;
+
+	if (!buf)
+		return exs_err(EINVAL);
+	if ((ret = xfer_args(kind, len, flags, qh)))
+		return exs_err(ret);
+	ret = xfer_run(fd, &op, qh, &mh, &ev);
 	if (ret <= 0)
 		return ret;
 	return (ssize_t)ev.exs_evt_union.exs_evt_xfer.exs_evt_length;
@@ -650,6 +705,80 @@ ssize_t exs_recv(int fd, void *buf, size_t len, int flags, exs_qhandle_t q, exs_
 {
 	EXS_NOCANCEL;
 	return xfer(EXS_EVT_RECV, fd, buf, len, flags, q, ah, mh);
+}
+
+/*
+ * exs_sendmsg/exs_recvmsg (exs_sendmsg(3)): the msghdr's checks, then one
+ * op. Empty elements are left out; one left is a plain exs_send/exs_recv
+ * of it. More go as elements: a send's are gathered by the device, a
+ * receive lands in a bounce buffer scattered over them when it completes.
+ */
+static ssize_t xfer_msg(int kind, int fd, const struct msghdr *msg, int flags, exs_qhandle_t qh,
+			exs_ahandle_t ah, const exs_mhandle_t *mhandles)
+{
+	exs_mhandle_t mh[EXS_IOV_MAX];
+	struct exs_seg seg[EXS_IOV_MAX];
+	struct exs_op op;
+	exs_event_t ev;
+	uint32_t n = 0;
+	size_t i, total = 0;
+	int ret;
+
+	if (!msg || (msg->msg_iovlen && !msg->msg_iov))
+		return exs_err(EINVAL);
+	if (!msg->msg_iovlen || msg->msg_iovlen > EXS_IOV_MAX) /* POSIX: EMSGSIZE */
+		return exs_err(EMSGSIZE);
+	if (msg->msg_control || msg->msg_controllen)
+		return exs_err(EINVAL);
+	if (kind == EXS_EVT_SEND && (msg->msg_name || msg->msg_namelen))
+		return exs_err(EISCONN); /* connection-mode: the peer is the destination */
+	for (i = 0; i < msg->msg_iovlen; i++) {
+		const struct iovec *v = &msg->msg_iov[i];
+
+		if (!v->iov_len)
+			continue;
+		if (!v->iov_base)
+			return exs_err(EINVAL);
+		if (v->iov_len > EXS_MAX_XFER - total)
+			return exs_err(EMSGSIZE);
+		total += v->iov_len;
+		seg[n] = (struct exs_seg){ .addr = v->iov_base, .len = v->iov_len };
+		mh[n++] = mhandles ? mhandles[i] : EXS_MHANDLE_UNREGISTERED;
+	}
+	if ((ret = xfer_args(kind, total, flags, qh)))
+		return exs_err(ret);
+	op = (struct exs_op){ .kind = kind, .flags = flags, .ah = ah, .len = total, .msg = msg,
+			      .user_mh = EXS_MHANDLE_UNREGISTERED };
+	if (n == 1)
+		op.buf = seg[0].addr;
+	else if (exs_conn_segs_new(&op, seg, n))
+		return exs_err(ENOMEM);
+	ret = xfer_run(fd, &op, qh, mh, &ev);
+	if (ret <= 0)
+		return ret;
+	if (kind == EXS_EVT_RECV && ev.exs_evt_union.exs_evt_xfer.exs_evt_amount_lost)
+		((struct msghdr *)msg)->msg_flags |= MSG_TRUNC;
+	return (ssize_t)ev.exs_evt_union.exs_evt_xfer.exs_evt_length;
+}
+
+ssize_t exs_sendmsg(int fd, const struct msghdr *msg, int flags, exs_qhandle_t q,
+		    exs_ahandle_t ah, const exs_mhandle_t *mhandles)
+{
+	EXS_NOCANCEL;
+	return xfer_msg(EXS_EVT_SEND, fd, msg, flags, q, ah, mhandles);
+}
+
+ssize_t exs_recvmsg(int fd, struct msghdr *msg, int flags, exs_qhandle_t q, exs_ahandle_t ah,
+		    const exs_mhandle_t *mhandles)
+{
+	EXS_NOCANCEL;
+	if (msg) {
+		/* a connected socket's peer has no address to report (as
+		 * TCP's recvmsg) and nothing is truncated until it is */
+		msg->msg_namelen = 0;
+		msg->msg_flags = 0;
+	}
+	return xfer_msg(EXS_EVT_RECV, fd, msg, flags, q, ah, mhandles);
 }
 
 ssize_t exs_blocking_send(int fd, const void *buf, size_t len, int flags, exs_mhandle_t mh)

@@ -5,7 +5,9 @@
  * setter) and its data path: adverts, credits, placement by RDMA
  * WRITE_WITH_IMM (or WRITE + DONE on iWARP), FIN, RDSHUT and ABORT, and the
  * completions that turn into user events. Every resource is sized at
- * set-up from the credit count, so nothing here allocates per operation.
+ * set-up from the credit count, so nothing here allocates per operation
+ * (an exs_sendmsg/exs_recvmsg op brings its element list and bounce
+ * buffer from api.c; they are freed here when the op ends).
  * It knows nothing of sockets: what the socket layer needs, it reads
  * through the queries at the end. Called with exs_g.lock held.
  */
@@ -103,6 +105,11 @@ int exs_conn_create(int fd, int type, const char *devname, bool iwarp,
 	c->inline_max = cfg->inline_max < 0 || cfg->inline_max > c->dev->max_inline ?
 				c->dev->max_inline : (uint32_t)cfg->inline_max;
 	c->alloc = c->credits = credits;
+	/* a placement's writes: one per max_msg_sz bytes, and one more
+	 * wherever a gathered send's elements outnumber the write's SGEs */
+	c->max_sge = c->dev->attr.max_sge < 1 ? 1 :
+		     c->dev->attr.max_sge > EXS_IOV_MAX ? EXS_IOV_MAX : (uint32_t)c->dev->attr.max_sge;
+	c->max_writes = c->dev->max_chunks + (EXS_IOV_MAX + c->max_sge - 1) / c->max_sge - 1;
 	c->nrecv = 2 * credits + EXS_WIRE_SPARE;
 	c->nsend = 3 * credits + EXS_WIRE_SPARE; /* adverts, DONEs, MOREs */
 	c->rsz = c->esz = sizeof(struct exs_wire_msg);
@@ -160,7 +167,7 @@ int exs_conn_create(int fd, int type, const char *devname, bool iwarp,
 	memset(&qa, 0, sizeof(qa));
 	qa.qp_type = IBV_QPT_RC;
 	/* control messages, the writes of C sends, C eager SENDs */
-	qa.cap.max_send_wr = c->nsend + credits * c->dev->max_chunks + (c->sp_cap ? credits : 0) + 4;
+	qa.cap.max_send_wr = c->nsend + credits * c->max_writes + (c->sp_cap ? credits : 0) + 4;
 	qa.cap.max_recv_wr = c->nrecv;
 	/* room for every WR a flush of both queues returns */
 	c->cq = ibv_create_cq(c->dev->ctx, (int)(qa.cap.max_send_wr + qa.cap.max_recv_wr + 8), cq_ctx,
@@ -171,7 +178,8 @@ int exs_conn_create(int fd, int type, const char *devname, bool iwarp,
 	if (ibv_req_notify_cq(c->cq, 0))
 		goto fail_errno;
 	qa.send_cq = qa.recv_cq = c->cq;
-	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	qa.cap.max_send_sge = c->max_sge;
+	qa.cap.max_recv_sge = 1;
 	qa.cap.max_inline_data = c->inline_max;
 	c->qp = ibv_create_qp(c->dev->pd, &qa);
 	if (!c->qp)
@@ -188,6 +196,116 @@ fail_errno:
 fail:
 	exs_conn_destroy(c);
 	return -err;
+}
+
+/* ---- exs_sendmsg/exs_recvmsg elements (struct exs_seg) */
+
+/* Let go of the elements' registrations for this call, and of their
+ * explicit registrations' references if `refs` (taken by op_start). */
+static void segs_release(struct exs_op *op, bool refs)
+{
+	uint32_t i;
+
+	for (i = 0; i < op->nseg; i++) {
+		struct exs_seg *g = &op->seg[i];
+
+		if (g->tmp_mr)
+			ibv_dereg_mr(g->tmp_mr);
+		g->tmp_mr = NULL;
+		if (refs && g->mreg && g->mreg->refs)
+			g->mreg->refs--;
+	}
+}
+
+int exs_conn_segs_new(struct exs_op *op, const struct exs_seg *seg, uint32_t n)
+{
+	op->seg = malloc(n * sizeof(*seg));
+	if (!op->seg)
+		return -ENOMEM;
+	memcpy(op->seg, seg, n * sizeof(*seg));
+	op->nseg = n;
+	if (op->kind == EXS_EVT_RECV) {
+		op->buf = mmap(NULL, op->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			       -1, 0);
+		if (op->buf == MAP_FAILED) {
+			op->buf = NULL;
+			free(op->seg);
+			op->seg = NULL;
+			op->nseg = 0;
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+/* An ended (or refused) op's elements and bounce buffer go. */
+void exs_conn_segs_free(struct exs_op *op)
+{
+	if (!op->nseg)
+		return;
+	segs_release(op, false);
+	free(op->seg);
+	if (op->kind == EXS_EVT_RECV)
+		munmap(op->buf, op->len);
+	op->seg = NULL;
+	op->nseg = 0;
+}
+
+/* Copy n bytes between the op's elements, from byte `off` of them on, and
+ * `p`: out of them (a send's gather) or into them (a receive's scatter). */
+static void segs_copy(const struct exs_op *op, size_t off, char *p, size_t n, bool into)
+{
+	uint32_t i;
+
+	for (i = 0; i < op->nseg && off >= op->seg[i].len; i++)
+		off -= op->seg[i].len;
+	for (; i < op->nseg && n; i++, off = 0) {
+		size_t k = op->seg[i].len - off < n ? op->seg[i].len - off : n;
+
+		if (into)
+			memcpy(op->seg[i].addr + off, p, k);
+		else
+			memcpy(p, op->seg[i].addr + off, k);
+		p += k;
+		n -= k;
+	}
+}
+
+/* Copy n bytes of a send from its byte `off` on to `dst`. */
+static void op_gather(const struct exs_op *op, size_t off, char *dst, size_t n)
+{
+	if (op->nseg)
+		segs_copy(op, off, dst, n, false);
+	else
+		memcpy(dst, op->buf + off, n);
+}
+
+/* The SGEs of at most `len` bytes of a send from its byte `off` on, at
+ * most `max` of them: how many, and in *ret_len the bytes they hold. */
+static int op_sges(const struct exs_op *op, size_t off, uint32_t len, struct ibv_sge *sge,
+		   uint32_t max, uint32_t *ret_len)
+{
+	uint32_t i, n = 0, got = 0;
+
+	if (!op->nseg) {
+		sge[0] = (struct ibv_sge){ .addr = (uintptr_t)op->lbuf + off, .length = len,
+					   .lkey = op->lkey };
+		*ret_len = len;
+		return 1;
+	}
+	for (i = 0; i < op->nseg && off >= op->seg[i].len; i++)
+		off -= op->seg[i].len;
+	for (; i < op->nseg && got < len && n < max; i++, off = 0) {
+		size_t k = op->seg[i].len - off;
+
+		if (k > len - got)
+			k = len - got;
+		sge[n++] = (struct ibv_sge){ .addr = (uintptr_t)op->seg[i].addr + off,
+					     .length = (uint32_t)k, .lkey = op->seg[i].lkey };
+		got += (uint32_t)k;
+	}
+	*ret_len = got;
+	return (int)n;
 }
 
 void exs_conn_destroy(struct exs_conn *c)
@@ -212,6 +330,8 @@ void exs_conn_destroy(struct exs_conn *c)
 			ibv_dereg_mr(c->rop[i].tmp_mr);
 		if (c->sop[i].tmp_mr)
 			ibv_dereg_mr(c->sop[i].tmp_mr);
+		exs_conn_segs_free(&c->rop[i]);
+		exs_conn_segs_free(&c->sop[i]);
 	}
 	if (c->qp)
 		exs_verbs_destroy_qp(c->qp, c->iwarp);
@@ -433,7 +553,7 @@ static void op_complete(struct exs_conn *c, struct exs_op *op, int err, size_t l
 	ev.exs_evt_socket = c->fd;
 	ev.exs_evt_ahandle = op->ah;
 	ev.exs_evt_type = op->kind;
-	ev.exs_evt_union.exs_evt_xfer.exs_evt_buffer = op->buf;
+	ev.exs_evt_union.exs_evt_xfer.exs_evt_buffer = op->msg ? (void *)op->msg : op->buf;
 	ev.exs_evt_union.exs_evt_xfer.exs_evt_mhandle = op->user_mh;
 	ev.exs_evt_union.exs_evt_xfer.exs_evt_length = len;
 	ev.exs_evt_union.exs_evt_xfer.exs_evt_amount_lost = lost;
@@ -441,6 +561,10 @@ static void op_complete(struct exs_conn *c, struct exs_op *op, int err, size_t l
 		ibv_dereg_mr(op->tmp_mr);
 	if (op->mreg && op->mreg->refs)
 		op->mreg->refs--;
+	if (op->nseg && !is_send && !err)
+		segs_copy(op, 0, op->buf, len, true); /* out of the bounce buffer */
+	segs_release(op, true);
+	exs_conn_segs_free(op);
 	if (op->q) {
 		if ((op->flags & EXS_UNSIGNALED) && !err)
 			exs_queue_unref(op->q);
@@ -549,6 +673,35 @@ static void maybe_credit(struct exs_conn *c)
 		exs_conn_break(c, ECONNRESET);
 }
 
+/* A gathered send's elements, made usable by the device as op_mem does
+ * for one buffer; on failure none is left registered. */
+static int segs_mem(struct exs_conn *c, struct exs_op *op)
+{
+	uint32_t i;
+
+	for (i = 0; i < op->nseg; i++) {
+		struct exs_seg *g = &op->seg[i];
+		struct ibv_mr *mr;
+
+		g->lkey = 0;
+		if (!g->mreg && op->len <= c->inline_max)
+			continue; /* every write of it goes inline */
+		if (g->mreg)
+			mr = exs_mreg_mr(g->mreg, c->dev);
+		else
+			mr = g->tmp_mr = ibv_reg_mr(c->dev->pd, g->addr, g->len, 0);
+		if (!mr) {
+			int err = errno ? errno : ENOMEM;
+
+			segs_release(op, false);
+			return -err;
+		}
+		g->lkey = mr->lkey;
+	}
+	op->has_mem = true;
+	return 0;
+}
+
 /* Make an operation's buffer usable by the device: its registration, or
  * for an unregistered one, inline (a send the device copies when it is
  * posted, §7.3) or a registration for this call alone. */
@@ -558,6 +711,8 @@ static int op_mem(struct exs_conn *c, struct exs_op *op)
 
 	if (op->has_mem)
 		return 0;
+	if (op->nseg && send)
+		return segs_mem(c, op); /* a receive's elements wait for the bounce */
 	if (op->mreg) {
 		struct ibv_mr *mr = exs_mreg_mr(op->mreg, c->dev);
 
@@ -600,6 +755,9 @@ static int op_start(struct exs_conn *c, struct exs_op *op)
 	}
 	if (op->mreg)
 		op->mreg->refs++;
+	for (uint32_t i = 0; i < op->nseg; i++)
+		if (op->seg[i].mreg)
+			op->seg[i].mreg->refs++;
 	if (op->q)
 		exs_queue_ref(op->q);
 	return 0;
@@ -614,6 +772,7 @@ static void op_unstart(struct exs_op *op)
 		ibv_dereg_mr(op->tmp_mr);
 	if (op->mreg && op->mreg->refs)
 		op->mreg->refs--;
+	segs_release(op, true); /* the elements themselves stay the caller's */
 	memset(op, 0, sizeof(*op));
 }
 
@@ -628,25 +787,26 @@ static int place(struct exs_conn *c)
 	size_t left = op->len - op->done;
 	uint32_t n = left < ad->len ? (uint32_t)left : ad->len;
 	bool last = c->seq || op->done + n == op->len;
-	/* the receiver learns the length from the IMM write's byte_len, so
-	 * a piece above max_msg_sz (several writes) goes in DONE mode */
-	bool imm = !c->iwarp && (!c->seq || n == op->len) && n <= c->dev->max_msg_sz;
+	struct ibv_sge sge[EXS_IOV_MAX];
 	uint32_t off = 0, chunk;
-	int ret = 0;
+	bool imm;
+	int ret = 0, nsge;
 
 	if ((ret = op_mem(c, op)))
 		return ret;
-	do {
-		struct ibv_sge sge;
+	/* a write gathers up to max_sge elements and max_msg_sz bytes. The
+	 * receiver learns the length from the IMM write's byte_len, so a
+	 * piece that takes several writes goes in DONE mode */
+	nsge = op_sges(op, op->done, n < c->dev->max_msg_sz ? n : c->dev->max_msg_sz, sge,
+		       c->max_sge, &chunk);
+	imm = !c->iwarp && (!c->seq || n == op->len) && chunk == n;
+	for (;;) {
 		struct ibv_send_wr wr;
 
-		chunk = n - off < c->dev->max_msg_sz ? n - off : c->dev->max_msg_sz;
-		sge = (struct ibv_sge){ .addr = (uintptr_t)op->lbuf + op->done + off,
-					.length = chunk, .lkey = op->lkey };
 		memset(&wr, 0, sizeof(wr));
 		wr.wr_id = WR_ID(WR_WRITE, oi);
-		wr.sg_list = &sge;
-		wr.num_sge = 1;
+		wr.sg_list = sge;
+		wr.num_sge = nsge;
 		wr.wr.rdma.remote_addr = ad->addr + off;
 		wr.wr.rdma.rkey = ad->rkey;
 		if (imm && off + chunk == n) {
@@ -660,7 +820,12 @@ static int place(struct exs_conn *c)
 			wr.send_flags |= IBV_SEND_INLINE;
 		ret = post_send(c, &wr);
 		off += chunk;
-	} while (!ret && off < n);
+		if (ret || off == n)
+			break;
+		nsge = op_sges(op, op->done + off,
+			       n - off < c->dev->max_msg_sz ? n - off : c->dev->max_msg_sz, sge,
+			       c->max_sge, &chunk);
+	}
 	if (!ret && !imm)
 		ret = post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_DONE,
 			.slot = ad->slot, .len = n, .lost = c->seq ? (uint32_t)(op->len - n) : 0 },
@@ -704,7 +869,7 @@ static int send_eager(struct exs_conn *c)
 
 	h.credits = take_owed(c);
 	memcpy(b, &h, sizeof(h));
-	memcpy(b + sizeof(h), op->buf, op->len);
+	op_gather(op, 0, b + sizeof(h), op->len);
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = WR_ID(WR_EAGER, in ? UINT32_MAX : oi);
 	wr.sg_list = &sge;
@@ -744,7 +909,7 @@ static int send_chunk(struct exs_conn *c)
 
 	h.credits = take_owed(c);
 	memcpy(b, &h, sizeof(h));
-	memcpy(b + sizeof(h), (const char *)op->buf + op->done, n);
+	op_gather(op, op->done, b + sizeof(h), n);
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = WR_ID(WR_EAGER, UINT32_MAX);
 	wr.sg_list = &sge;

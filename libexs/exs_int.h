@@ -52,6 +52,7 @@
 #define EXS_MAX_XFER ((size_t)INT32_MAX)
 #define EXS_MAX_DEVS 16
 #define EXS_MAX_CHUNKS 16 /* writes per message, for devices with a small max_msg_sz */
+/* EXS_IOV_MAX (exs.h) bounds exs_sendmsg/exs_recvmsg's iovec */
 #define EXS_CTL_TIMEOUT_MS 10000
 #define EXS_LINGER_MS 30000 /* a closing socket's sends may wait this long for adverts */
 #define EXS_FIN_MS 5000     /* then its FIN (or ABORT) this long for its completion */
@@ -203,6 +204,16 @@ void exs_nopipe_end(struct exs_nopipe *g);
 int exs_verbs_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr);
 
 /* ---- conn.c: one established connection, its state machine and data path */
+/* One element of an exs_sendmsg/exs_recvmsg iovec. A send's element is
+ * gathered by the device (its own lkey); a receive's is where the bounce
+ * buffer is scattered to when the receive completes. */
+struct exs_seg {
+	char *addr;
+	size_t len;
+	struct exs_mreg *mreg;	/* explicit registration (ref held), or NULL */
+	struct ibv_mr *tmp_mr;	/* implicit registration of this call (send) */
+	uint32_t lkey;
+};
 struct exs_op {
 	int kind; /* EXS_EVT_SEND / EXS_EVT_RECV */
 	int flags;
@@ -221,7 +232,20 @@ struct exs_op {
 	bool rts; /* send: its RTS went out */
 	uint32_t seq; /* SEQPACKET receive: its number (proto/exs_wire.h part 3) */
 	bool cancelling; /* receive: exs_cancel wants it gone once the peer lets go */
+	/* exs_sendmsg/exs_recvmsg: the msghdr its event names (as its buffer),
+	 * and nseg > 1 elements (exs_conn_segs_new); a receive's buf is then a
+	 * bounce buffer. conn.c frees both when it completes the op; when it
+	 * refuses one (an error return) it holds nothing of it and the caller
+	 * frees them (exs_conn_segs_free). */
+	const struct msghdr *msg;
+	struct exs_seg *seg;
+	uint32_t nseg;
 };
+/* Give op (kind and len set) a copy of n elements and, for a receive, a
+ * bounce buffer of len bytes on pages of its own (a registered page must
+ * not hold the allocator's data: guide §11.3.2). 0 or -ENOMEM. */
+int exs_conn_segs_new(struct exs_op *op, const struct exs_seg *seg, uint32_t n);
+void exs_conn_segs_free(struct exs_op *op);
 
 /* The send direction: what may still go to the peer. */
 enum exs_tx_state {
@@ -260,6 +284,8 @@ struct exs_conn {
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
 	bool iwarp;
+	uint32_t max_sge; /* SGEs one RDMA write of its QP gathers (EXS_F_GETSGEMAX) */
+	uint32_t max_writes; /* writes one placement may take: chunks and gathers */
 	bool busy_poll; /* EXS_FD_BUSYPOLL: the progress thread polls its CQ */
 	uint32_t inline_max; /* §7.3: sends up to this many bytes go inline */
 	enum exs_tx_state tx;

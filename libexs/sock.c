@@ -606,6 +606,9 @@ int exs_sock_fcntl(struct exs_sock *s, int cmd, int arg)
 		else if (old >= 0)
 			s->fd_flags &= ~EXS_FD_NODELAY;
 		return old;
+	case EXS_F_GETSGEMAX:
+		/* the device's, known once a connection has one */
+		return c ? (int)c->max_sge : -ENOTCONN;
 	case EXS_F_GETFD:
 		return s->fd_flags;
 	case EXS_F_SETFD:

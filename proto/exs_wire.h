@@ -152,6 +152,18 @@
  *    if it still wants data. A chunk's credit is returned once its bytes
  *    are all read, as in part 3. A send completes when its last byte is
  *    placed or copied into a chunk.
+ *
+ * 5. Scatter/gather (exs_sendmsg, exs_recvmsg; no new message, no new
+ *    version: a peer cannot tell a gathered send from any other). The
+ *    sender places a piece of a send of several local segments as in
+ *    part 2, into the one region its advert names, with RDMA WRITEs that
+ *    each gather up to the QP's max_send_sge segments (and max_msg_sz
+ *    bytes). A piece that needs more than one write goes in DONE mode
+ *    (2b) on every transport: a WRITE_WITH_IMM's byte_len would tell only
+ *    its own write's length. EAGER messages and chunks (parts 3, 4) are
+ *    copied from the segments. A receive into several segments advertises
+ *    one region, a library buffer, and is copied into the segments when it
+ *    completes: SEQPACKET's one message, one receive holds unchanged.
  */
 #ifndef EXS_WIRE_H
 #define EXS_WIRE_H

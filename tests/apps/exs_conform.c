@@ -680,6 +680,324 @@ static void stream(void)
 	exs_qdelete(q);
 }
 
+/* ---- exs_sendmsg, exs_recvmsg: scatter/gather (exs_sendmsg(3)) */
+
+#define SG_MAX EXS_IOV_MAX
+
+/* a message in n elements that lie apart (3 bytes between them) in one
+ * region, registered; every other element's mhandle names it if `mixed`,
+ * the rest are unregistered */
+struct sg {
+	struct iovec iov[SG_MAX];
+	exs_mhandle_t mh[SG_MAX];
+	struct msghdr m;
+	char *base;
+	exs_mhandle_t reg;
+	size_t total;
+};
+
+static bool sg_make(struct sg *g, const size_t *len, int n, bool mixed)
+{
+	size_t cap = 0, off = 0;
+	int i;
+
+	memset(g, 0, sizeof(*g));
+	for (i = 0; i < n; i++)
+		cap += len[i] + 3;
+	g->base = malloc(cap);
+	g->reg = g->base ? exs_mregister(g->base, cap, 0) : NULL;
+	if (!g->reg) {
+		free(g->base);
+		return false;
+	}
+	for (i = 0; i < n; i++) {
+		g->iov[i] = (struct iovec){ g->base + off, len[i] };
+		g->mh[i] = mixed && i % 2 == 0 ? g->reg : UNREG;
+		off += len[i] + 3;
+		g->total += len[i];
+	}
+	memset(g->base, 0x5a, cap);
+	g->m.msg_iov = g->iov;
+	g->m.msg_iovlen = (size_t)n;
+	return true;
+}
+
+static void sg_free(struct sg *g)
+{
+	exs_mderegister(g->reg, 0);
+	free(g->base);
+}
+
+/* copy between the elements, in order, and p (total bytes) */
+static void sg_copy(struct sg *g, char *p, bool into)
+{
+	for (size_t i = 0; i < g->m.msg_iovlen; i++) {
+		if (into)
+			memcpy(g->iov[i].iov_base, p, g->iov[i].iov_len);
+		else
+			memcpy(p, g->iov[i].iov_base, g->iov[i].iov_len);
+		p += g->iov[i].iov_len;
+	}
+}
+
+/* the elements hold the first n bytes of the pattern `seed`, and the gaps
+ * between them are untouched */
+static bool sg_holds(struct sg *g, size_t n, unsigned seed)
+{
+	char *lin = malloc(g->total);
+	bool ok = lin != NULL;
+
+	if (ok) {
+		sg_copy(g, lin, false);
+		ok = same(lin, n, seed);
+	}
+	for (size_t i = 0; ok && i + 1 < g->m.msg_iovlen; i++) {
+		const char *gap = (char *)g->iov[i].iov_base + g->iov[i].iov_len;
+
+		ok = gap[0] == 0x5a && gap[1] == 0x5a && gap[2] == 0x5a;
+	}
+	free(lin);
+	return ok;
+}
+
+static void sg_fill(struct sg *g, unsigned seed)
+{
+	char *lin = malloc(g->total);
+
+	if (!lin)
+		return;
+	fill(lin, g->total, seed);
+	sg_copy(g, lin, true);
+	free(lin);
+}
+
+/* n odd sizes, a few of them above a page, summing to `total` when it is
+ * not 0 (the last takes what is left) */
+static int sg_sizes(size_t *len, int n, unsigned seed, size_t total)
+{
+	size_t sum = 0;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		len[i] = ((i * 37 + seed) % 97) * 2 + 1;
+		if ((i + seed) % 16 == 5)
+			len[i] += 4096;
+		if (total && (i == n - 1 || sum + len[i] >= total)) {
+			len[i] = total - sum;
+			return i + 1;
+		}
+		sum += len[i];
+	}
+	return n;
+}
+
+static void sg_args(int a, exs_qhandle_t q)
+{
+	char buf[64];
+	struct iovec iov[SG_MAX + 1], empty = { buf, 0 };
+	struct msghdr m = { .msg_iov = iov, .msg_iovlen = 2 }, z = m;
+	exs_mhandle_t mh[2] = { UNREG, UNREG };
+	exs_mhandle_t reg = exs_mregister(buf, 16, 0);
+	int u = exs_socket(AF_INET, SOCK_STREAM, 0);
+
+	for (int i = 0; i <= SG_MAX; i++)
+		iov[i] = (struct iovec){ buf + i % 32, 2 };
+	expect_err("sg", "exs_sendmsg(NULL msg)", exs_sendmsg(a, NULL, 0, q, NULL, NULL), EINVAL);
+	expect_err("sg", "exs_recvmsg(NULL msg)", exs_recvmsg(a, NULL, 0, q, NULL, NULL), EINVAL);
+	m.msg_iovlen = 0;
+	expect_err("sg", "exs_sendmsg with msg_iovlen 0", exs_sendmsg(a, &m, 0, q, NULL, NULL),
+		   EMSGSIZE);
+	m.msg_iovlen = SG_MAX + 1;
+	expect_err("sg", "exs_sendmsg with EXS_IOV_MAX + 1 elements",
+		   exs_sendmsg(a, &m, 0, q, NULL, NULL), EMSGSIZE);
+	expect_err("sg", "exs_recvmsg with EXS_IOV_MAX + 1 elements",
+		   exs_recvmsg(a, &m, 0, q, NULL, NULL), EMSGSIZE);
+	m.msg_iovlen = 2;
+	m.msg_iov = NULL;
+	expect_err("sg", "exs_sendmsg with msg_iov NULL", exs_sendmsg(a, &m, 0, q, NULL, NULL),
+		   EINVAL);
+	m.msg_iov = &empty;
+	m.msg_iovlen = 1;
+	expect_err("sg", "exs_sendmsg of 0 bytes", exs_sendmsg(a, &m, 0, q, NULL, NULL), EINVAL);
+	m = z;
+	m.msg_control = buf;
+	m.msg_controllen = 8;
+	expect_err("sg", "exs_sendmsg with control data", exs_sendmsg(a, &m, 0, q, NULL, NULL),
+		   EINVAL);
+	expect_err("sg", "exs_recvmsg with a control buffer", exs_recvmsg(a, &m, 0, q, NULL, NULL),
+		   EINVAL);
+	m = z;
+	m.msg_name = buf;
+	m.msg_namelen = sizeof(struct sockaddr_in);
+	expect_err("sg", "exs_sendmsg with a destination on a connected socket",
+		   exs_sendmsg(a, &m, 0, q, NULL, NULL), EISCONN);
+	m = z;
+	iov[1].iov_base = NULL;
+	expect_err("sg", "exs_sendmsg with a NULL element", exs_sendmsg(a, &m, 0, q, NULL, NULL),
+		   EINVAL);
+	iov[1] = (struct iovec){ buf, (size_t)INT32_MAX };
+	expect_err("sg", "exs_sendmsg of more than 2^31-1 bytes in all",
+		   exs_sendmsg(a, &m, 0, q, NULL, NULL), EMSGSIZE);
+	iov[1] = (struct iovec){ buf + 32, 2 };
+	expect_err("sg", "exs_sendmsg with an unknown flag", exs_sendmsg(a, &m, 0x4, q, NULL, NULL),
+		   EINVAL);
+	expect_err("sg", "exs_sendmsg with MSG_WAITALL",
+		   exs_sendmsg(a, &m, MSG_WAITALL, q, NULL, NULL), EINVAL);
+	expect_err("sg", "exs_sendmsg without a queue", exs_sendmsg(a, &m, 0, NULL, NULL, NULL),
+		   EINVAL);
+	mh[1] = reg; /* 16 bytes at buf: not buf + 32 */
+	expect_err("sg", "exs_sendmsg with an mhandle not holding its element",
+		   exs_sendmsg(a, &m, 0, q, NULL, mh), EINVAL);
+	expect_err("sg", "exs_recvmsg with an mhandle not holding its element",
+		   exs_recvmsg(a, &m, 0, q, NULL, mh), EINVAL);
+	expect_err("sg", "exs_sendmsg on a socket not connected", exs_sendmsg(u, &m, 0, q, NULL, NULL),
+		   ENOTCONN);
+	expect_err("sg", "exs_recvmsg on a bad fd", exs_recvmsg(-1, &m, 0, q, NULL, NULL), EBADF);
+	expect_err("sg", "EXS_F_GETSGEMAX on a socket not connected",
+		   exs_fcntl(u, EXS_F_GETSGEMAX), ENOTCONN);
+	exs_blocking_close(u);
+	exs_mderegister(reg, 0);
+}
+
+/* One message of `ns` elements from a to b, received by exs_recv (rn 0) or
+ * by exs_recvmsg into rn elements; the receive is posted first, or last. */
+static bool sg_one(int type, int a, int b, exs_qhandle_t q, int ns, int rn, bool recv_first,
+		   unsigned seed, const char **why)
+{
+	size_t sl[SG_MAX], rl[SG_MAX];
+	struct sg s, r;
+	char *rb = NULL;
+	exs_event_t ev;
+	int wa = type == SOCK_STREAM ? MSG_WAITALL : 0;
+	long n;
+	bool ok = false;
+
+	*why = "set-up";
+	if (!sg_make(&s, sl, sg_sizes(sl, ns, seed, 0), true))
+		return false;
+	if (rn) {
+		rn = sg_sizes(rl, rn, seed + 11, s.total);
+		if (!sg_make(&r, rl, rn, true)) {
+			sg_free(&s);
+			return false;
+		}
+	} else if (!(rb = malloc(s.total))) {
+		sg_free(&s);
+		return false;
+	}
+	sg_fill(&s, seed);
+	if (recv_first) {
+		n = rn ? exs_recvmsg(b, &r.m, wa, q, (void *)1, r.mh) :
+			 exs_recv(b, rb, s.total, wa, q, (void *)1, UNREG);
+		n = n ? n : exs_sendmsg(a, &s.m, EXS_BLOCK, NULL, NULL, s.mh);
+		ev = next_event(q, WAIT_S * 1000);
+		*why = "receive";
+		if (n != (long)s.total || !event_is(&ev, EXS_EVT_RECV, b, (void *)1, 0) ||
+		    ev_len(&ev) != s.total ||
+		    ev.exs_evt_union.exs_evt_xfer.exs_evt_buffer != (rn ? (void *)&r.m : rb))
+			goto out;
+	} else {
+		n = exs_sendmsg(a, &s.m, 0, q, (void *)2, s.mh);
+		n = n ? n : rn ? exs_recvmsg(b, &r.m, wa | EXS_BLOCK, NULL, NULL, r.mh) :
+				 exs_recv(b, rb, s.total, wa | EXS_BLOCK, NULL, NULL, UNREG);
+		ev = next_event(q, WAIT_S * 1000);
+		*why = "send";
+		if (n != (long)s.total || !event_is(&ev, EXS_EVT_SEND, a, (void *)2, 0) ||
+		    ev_len(&ev) != s.total || ev.exs_evt_union.exs_evt_xfer.exs_evt_buffer != &s.m)
+			goto out;
+	}
+	*why = "data";
+	ok = rn ? sg_holds(&r, s.total, seed) : same(rb, s.total, seed);
+out:
+	sg_free(&s);
+	if (rn)
+		sg_free(&r);
+	free(rb);
+	return ok;
+}
+
+static void scatter_gather(void)
+{
+	static const int types[] = { SOCK_STREAM, SOCK_SEQPACKET };
+	exs_qhandle_t q = exs_qcreate(8);
+	const char *why;
+	int a, b, sge;
+	bool ok;
+
+	for (int t = 0; t < 2; t++) {
+		const char *tn = types[t] == SOCK_STREAM ? "STREAM" : "SEQPACKET";
+
+		if (!make_pair(types[t], 0, 0, &a, &b)) {
+			report(false, "sg", "%s connection", tn);
+			continue;
+		}
+		if (t == 0)
+			sg_args(a, q);
+		sge = exs_fcntl(a, EXS_F_GETSGEMAX);
+		report(sge >= 1 && sge <= EXS_IOV_MAX && sge == exs_fcntl(b, EXS_F_GETSGEMAX), "sg",
+		       "%s: EXS_F_GETSGEMAX on both ends: %d", tn, sge);
+		/* sg_one before report: `why` is read only once it is set */
+		ok = sg_one(types[t], a, b, q, SG_MAX, 0, true, 3, &why);
+		report(ok, "sg", "%s: 64 odd-sized elements (device SGE limit %d), half registered, "
+		       "into one exs_recv: every byte (%s)", tn, sge, why);
+		ok = sg_one(types[t], a, b, q, SG_MAX, 7, false, 4, &why);
+		report(ok, "sg", "%s: 64 elements sent before an exs_recvmsg into 7 others: every "
+		       "byte, gaps untouched (%s)", tn, why);
+		ok = sg_one(types[t], a, b, q, 40, SG_MAX, true, 5, &why);
+		report(ok, "sg", "%s: 40 elements into an exs_recvmsg of 64 posted first: every byte "
+		       "(%s)", tn, why);
+		ok = sg_one(types[t], a, b, q, 3, 2, false, 6, &why);
+		report(ok, "sg", "%s: a small message of 3 elements into 2 (copied or inline): every "
+		       "byte (%s)", tn, why);
+		ok = sg_one(types[t], a, b, q, 1, 1, true, 7, &why);
+		report(ok, "sg", "%s: one element each way, as exs_send/exs_recv (%s)", tn, why);
+		if (types[t] == SOCK_SEQPACKET) {
+			/* a message longer than the elements: what fits, the rest lost */
+			char sb[300], r1[25], r2[15];
+			struct iovec si[2] = { { sb, 100 }, { sb + 100, 200 } };
+			struct iovec ri[2] = { { r1, sizeof(r1) }, { r2, sizeof(r2) } };
+			struct msghdr sm = { .msg_iov = si, .msg_iovlen = 2 };
+			struct msghdr rm = { .msg_iov = ri, .msg_iovlen = 2 };
+			char lin[40];
+			long n;
+			exs_event_t ev;
+
+			fill(sb, sizeof(sb), 8);
+			n = exs_sendmsg(a, &sm, 0, q, (void *)3, NULL);
+			n = n ? n : exs_recvmsg(b, &rm, EXS_BLOCK, NULL, NULL, NULL);
+			ev = next_event(q, WAIT_S * 1000);
+			memcpy(lin, r1, sizeof(r1));
+			memcpy(lin + sizeof(r1), r2, sizeof(r2));
+			report(n == 40 && (rm.msg_flags & MSG_TRUNC) && same(lin, 40, 8) &&
+			       event_is(&ev, EXS_EVT_SEND, a, (void *)3, 0) && ev_len(&ev) == 300,
+			       "sg", "SEQPACKET: 300 B into 40 B of elements: 40 B, MSG_TRUNC, send "
+			       "reports 300");
+			n = exs_sendmsg(a, &sm, 0, q, (void *)4, NULL);
+			n = n ? n : exs_recvmsg(b, &rm, 0, q, (void *)5, NULL);
+			exs_event_t e1 = next_event(q, WAIT_S * 1000), e2 = next_event(q, WAIT_S * 1000);
+			if (e1.exs_evt_type == EXS_EVT_SEND)
+				e1 = e2;
+			report(!n && event_is(&e1, EXS_EVT_RECV, b, (void *)5, 0) && ev_len(&e1) == 40 &&
+			       e1.exs_evt_union.exs_evt_xfer.exs_evt_amount_lost == 260, "sg",
+			       "SEQPACKET: the asynchronous exs_recvmsg reports 260 B lost");
+			/* a small message (§7.2): gathered into one EAGER SEND */
+			si[0].iov_len = 10;
+			si[1].iov_len = 30;
+			ri[0].iov_len = 25;
+			n = exs_sendmsg(a, &sm, EXS_BLOCK, NULL, NULL, NULL);
+			n = n == 40 ? exs_recvmsg(b, &rm, EXS_BLOCK, NULL, NULL, NULL) : -1;
+			memcpy(lin, r1, 25);
+			memcpy(lin + 25, r2, 15);
+			report(n == 40 && !(rm.msg_flags & MSG_TRUNC) && same(lin, 10, 8) &&
+			       !memcmp(lin + 10, sb + 100, 30), "sg",
+			       "SEQPACKET: 10 + 30 B sent eagerly (before any receive) into 25 + 15 B");
+		}
+		exs_blocking_close(a);
+		exs_blocking_close(b);
+	}
+	exs_qdelete(q);
+}
+
 /* ---- §4.4, §4.5: closing and half-closing */
 
 static void closing(void)
@@ -2057,6 +2375,7 @@ int main(int argc, char **argv)
 	connections();
 	seqpacket();
 	stream();
+	scatter_gather();
 	closing();
 	tuning();
 	polling();

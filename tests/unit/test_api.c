@@ -127,6 +127,65 @@ START_TEST(data_before_connect)
 }
 END_TEST
 
+/* exs_sendmsg/exs_recvmsg (exs_sendmsg(3)): every msghdr check comes
+ * before the socket's state, as exs_send's argument checks do */
+START_TEST(msg_args)
+{
+	char buf[16];
+	struct iovec iov[EXS_IOV_MAX + 1], empty[2] = { { buf, 0 }, { buf, 0 } };
+	struct msghdr m = { .msg_iov = iov, .msg_iovlen = 2 };
+	exs_mhandle_t mh[2] = { EXS_MHANDLE_UNREGISTERED, (exs_mhandle_t)buf };
+	exs_qhandle_t q;
+	int fd, i;
+
+	init();
+	q = exs_qcreate(2);
+	fd = exs_socket(AF_INET, SOCK_STREAM, 0);
+	for (i = 0; i <= EXS_IOV_MAX; i++)
+		iov[i] = (struct iovec){ buf + i % 16, 1 };
+	ck_fails(exs_sendmsg(fd, NULL, 0, q, NULL, NULL), EINVAL);
+	ck_fails(exs_recvmsg(fd, NULL, 0, q, NULL, NULL), EINVAL);
+	ck_fails(exs_sendmsg(fd, &m, 0, q, NULL, NULL), ENOTCONN);
+	ck_fails(exs_recvmsg(fd, &m, 0, q, NULL, NULL), ENOTCONN);
+	ck_fails(exs_sendmsg(fd + 100, &m, 0, q, NULL, NULL), EBADF);
+	m.msg_iovlen = 0;
+	ck_fails(exs_sendmsg(fd, &m, 0, q, NULL, NULL), EMSGSIZE);
+	m.msg_iovlen = EXS_IOV_MAX + 1;
+	ck_fails(exs_recvmsg(fd, &m, 0, q, NULL, NULL), EMSGSIZE);
+	m.msg_iovlen = EXS_IOV_MAX;
+	ck_fails(exs_sendmsg(fd, &m, 0, q, NULL, NULL), ENOTCONN);
+	m.msg_iov = NULL;
+	ck_fails(exs_sendmsg(fd, &m, 0, q, NULL, NULL), EINVAL);
+	m = (struct msghdr){ .msg_iov = empty, .msg_iovlen = 2 };
+	ck_fails(exs_sendmsg(fd, &m, 0, q, NULL, NULL), EINVAL); /* 0 bytes */
+	m.msg_iov = iov;
+	m.msg_control = buf;
+	ck_fails(exs_recvmsg(fd, &m, 0, q, NULL, NULL), EINVAL);
+	m.msg_control = NULL;
+	m.msg_controllen = 1;
+	ck_fails(exs_sendmsg(fd, &m, 0, q, NULL, NULL), EINVAL);
+	m.msg_controllen = 0;
+	m.msg_name = buf;
+	ck_fails(exs_sendmsg(fd, &m, 0, q, NULL, NULL), EISCONN);
+	m.msg_namelen = 4; /* a receive reports no address: namelen 0 */
+	ck_fails(exs_recvmsg(fd, &m, 0, q, NULL, NULL), ENOTCONN);
+	ck_assert_int_eq((int)m.msg_namelen, 0);
+	m.msg_name = NULL;
+	iov[1].iov_base = NULL;
+	ck_fails(exs_sendmsg(fd, &m, 0, q, NULL, NULL), EINVAL);
+	iov[1] = (struct iovec){ buf, EXS_MAX_XFER };
+	ck_fails(exs_sendmsg(fd, &m, 0, q, NULL, NULL), EMSGSIZE);
+	iov[1] = (struct iovec){ buf, 1 };
+	ck_fails(exs_sendmsg(fd, &m, 0x4, q, NULL, NULL), EINVAL);
+	ck_fails(exs_sendmsg(fd, &m, MSG_WAITALL, q, NULL, NULL), EINVAL);
+	ck_fails(exs_sendmsg(fd, &m, 0, NULL, NULL, NULL), EINVAL);
+	ck_fails(exs_recvmsg(fd, &m, 0, q, NULL, mh), EINVAL); /* mh[1] names nothing */
+	ck_assert_int_eq(exs_fcntl(fd, EXS_F_GETSGEMAX), -1);
+	ck_assert_int_eq(errno, ENOTCONN);
+	ck_assert_int_eq(exs_qdelete(q), 0);
+}
+END_TEST
+
 START_TEST(queue_args)
 {
 	exs_event_t ev;
@@ -379,7 +438,7 @@ END_TEST
 
 int main(void)
 {
-	const TTest *const tests[] = { init_checks_version, socket_args, bad_and_closed_fds, needs_exsd_gives_enetdown, address_checks, data_before_connect, queue_args, queue_attributes, shutdown_args, cancel_args, call_flags_and_states, fcntl_credits, registration_args, stale_queue_handle, stale_registration, reject_errnos_bounded, ctl_bad_version_dropped, NULL };
+	const TTest *const tests[] = { init_checks_version, socket_args, bad_and_closed_fds, needs_exsd_gives_enetdown, address_checks, data_before_connect, msg_args, queue_args, queue_attributes, shutdown_args, cancel_args, call_flags_and_states, fcntl_credits, registration_args, stale_queue_handle, stale_registration, reject_errnos_bounded, ctl_bad_version_dropped, NULL };
 
 	return run_tests("api", 20, tests);
 }
