@@ -35,7 +35,8 @@ static const char *const rx_names[] = {
 	[EXS_RX_SHUT_DONE] = "shut-done", [EXS_RX_EOF] = "eof",
 };
 static const char *const link_names[] = {
-	[EXS_LINK_UP] = "up", [EXS_LINK_PROBING] = "probing", [EXS_LINK_RESET] = "reset",
+	[EXS_LINK_SETUP] = "setup", [EXS_LINK_UP] = "up", [EXS_LINK_PROBING] = "probing",
+	[EXS_LINK_RESET] = "reset",
 };
 static const char *const unadv_names[] = {
 	[EXS_UNADV_NONE] = "none", [EXS_UNADV_ASKED] = "asked", [EXS_UNADV_FILLED] = "filled",
@@ -538,6 +539,8 @@ int exs_conn_establish(struct exs_conn *c, uint32_t credits, uint32_t sp_max, ui
 		c->sb_chunk = stream_buf < c->sp_cap ? stream_buf : c->sp_cap;
 		c->ecredits = credits;
 	}
+	if (c->link == EXS_LINK_SETUP)
+		set_link(c, EXS_LINK_UP);
 	if (c->iwarp && active)
 		return post_ctl_type(c, EXS_WIRE_HELLO);
 	return 0;
@@ -1842,6 +1845,12 @@ void exs_conn_progress(struct exs_conn *c)
 	struct ibv_wc wc[16];
 	int n, i;
 
+	/* The peer may send as soon as its side is established, before exsd
+	 * has told us the set-up that says how to read it (a stream-buffer
+	 * chunk before sb_chunk is known was a protocol error and reset the
+	 * new connection): what came waits in the CQ until exs_conn_establish. */
+	if (c->link == EXS_LINK_SETUP)
+		return;
 	do {
 		n = ibv_poll_cq(c->cq, 16, wc);
 		c->n_polls++;

@@ -265,6 +265,7 @@ enum exs_rx_state {
 };
 /* The connection as a whole. */
 enum exs_link_state {
+	EXS_LINK_SETUP,	  /* built, not established: what arrives waits in the CQ */
 	EXS_LINK_UP,
 	EXS_LINK_PROBING, /* exsd lost the CM connection: a PING is out */
 	EXS_LINK_RESET,	  /* broken or aborted: nothing more is taken from the peer */
