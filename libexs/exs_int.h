@@ -540,7 +540,8 @@ struct exs_global {
 	 * (sleepers: waiters that did and sleep; while one does, the progress
 	 * thread re-arms a CQ whose event it took), or by the progress thread
 	 * once nobody has begun to poll for EXS_REARM_US */
-	unsigned spinners, ndisarmed, spin_gen, sleepers;
+	unsigned spinners, ndisarmed, spin_gen;
+	unsigned sleepers; /* changed and read atomically, never under the lock */
 	unsigned pollers; /* threads waiting in exs_poll: progress wakes them */
 	/* nclosing, nprobing, nbusypoll and ndisarmed are read without the
 	 * lock by the progress thread: change them only through EXS_COUNT */

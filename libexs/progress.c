@@ -43,7 +43,8 @@ static unsigned seen_gen;
  * CQ's event: a CQ that raised one may stay quiet. */
 static bool polled_by_waiters(void)
 {
-	return !exs_g.sleepers && (exs_g.spinners || exs_g.spin_gen != seen_gen);
+	return !__atomic_load_n(&exs_g.sleepers, __ATOMIC_SEQ_CST) &&
+	       (exs_g.spinners || exs_g.spin_gen != seen_gen);
 }
 
 /* Lock held: every CQ raises its event again; what came meanwhile is taken. */
@@ -169,15 +170,19 @@ void exs_progress_poll(int phase)
 		pthread_mutex_unlock(&exs_g.lock);
 		return;
 	case EXS_POLL_ARM:
+		/* counted without the lock, and AWAKE likewise: the progress
+		 * thread may hold it for seconds (a siw QP's destroy), and a
+		 * waiter whose event has come must not wait for that. A re-arm
+		 * the counting races past is made up within EXS_REARM_US. */
+		__atomic_add_fetch(&exs_g.sleepers, 1, __ATOMIC_SEQ_CST);
+		if (!__atomic_load_n(&exs_g.ndisarmed, __ATOMIC_SEQ_CST))
+			return;
 		pthread_mutex_lock(&exs_g.lock);
-		exs_g.sleepers++;
 		exs_progress_arm();
 		pthread_mutex_unlock(&exs_g.lock);
 		return;
 	case EXS_POLL_AWAKE:
-		pthread_mutex_lock(&exs_g.lock);
-		exs_g.sleepers--;
-		pthread_mutex_unlock(&exs_g.lock);
+		__atomic_sub_fetch(&exs_g.sleepers, 1, __ATOMIC_SEQ_CST);
 		return;
 	default:
 		break;
@@ -268,7 +273,8 @@ static void *progress_main(void *arg)
 			if (exs_g.spinners || exs_g.spin_gen != seen_gen) {
 				seen_gen = exs_g.spin_gen;
 				quiet_since = now;
-			} else if (exs_g.sleepers || now - quiet_since >= EXS_REARM_US / 1000) {
+			} else if (__atomic_load_n(&exs_g.sleepers, __ATOMIC_SEQ_CST) ||
+				   now - quiet_since >= EXS_REARM_US / 1000) {
 				exs_progress_arm();
 			}
 			pthread_mutex_unlock(&exs_g.lock);
