@@ -127,20 +127,20 @@ static void ep_fail(struct ep *e, int err)
 {
 	if (e->state == EP_ESTABLISHED && err == ECONNRESET) {
 		if (owner_gone(e->c))
-			observe_event(e, "close", ESRCH); /* the CM saw its process die first */
+			view_event(e, "close", ESRCH); /* the CM saw its process die first */
 		else
-			observe_event(e, "disconnect", 0);
+			view_event(e, "disconnect", 0);
 		exsd_log(LOG_INFO, "client %u (%s) sock %u: disconnected by the peer", e->c->id,
 			 e->c->comm, e->sock);
 	} else {
-		observe_event(e, "error", err);
+		view_event(e, "error", err);
 		exsd_log(LOG_INFO, "client %u (%s) sock %u: connection %s: %s", e->c->id, e->c->comm,
 			 e->sock, e->state == EP_ESTABLISHED ? "ended" : "failed", strerror(err));
 	}
 	if (e->has_sock)
-		ctl_send_conn_error(e->c, e->sock, err);
+		out_conn_error(e->c, e->sock, err);
 	else if (e->state == EP_REQUESTED && e->listener)
-		ctl_send_request_gone(e->c, e->listener->sock, e->conn, err);
+		out_request_gone(e->c, e->listener->sock, e->conn, err);
 	e->dead = true;
 }
 
@@ -278,10 +278,9 @@ static unsigned listeners(const struct client *c)
 	return n;
 }
 
-int cm_bind(struct client *c, uint32_t seq, ExsCtl__Bind *b)
+/* The port bound (host order), or -errno. */
+int cm_bind(struct client *c, ExsCtl__Bind *b)
 {
-	ExsCtl__Msg m;
-	ExsCtl__BindReply br = EXS_CTL__BIND_REPLY__INIT;
 	struct sockaddr_storage ss;
 	struct ep *e;
 	uint16_t port;
@@ -308,17 +307,12 @@ int cm_bind(struct client *c, uint32_t seq, ExsCtl__Bind *b)
 		return ret;
 	}
 	ep_set_state(e, EP_BOUND);
-	ctl_msg_init(&m);
-	m.seq = seq;
-	br.port = ntohs(rdma_get_src_port(e->id));
-	m.body_case = EXS_CTL__MSG__BODY_BIND_REPLY;
-	m.bind_reply = &br;
-	ctl_send(c, &m);
-	exsd_log(LOG_DEBUG, "client %u sock %u bound to port %u", c->id, e->sock, br.port);
-	return 0;
+	port = ntohs(rdma_get_src_port(e->id));
+	exsd_log(LOG_DEBUG, "client %u sock %u bound to port %u", c->id, e->sock, port);
+	return port;
 }
 
-int cm_listen(struct client *c, uint32_t seq, ExsCtl__Listen *l)
+int cm_listen(struct client *c, ExsCtl__Listen *l)
 {
 	struct ep *e = ep_find(c, l->sock);
 
@@ -337,8 +331,7 @@ int cm_listen(struct client *c, uint32_t seq, ExsCtl__Listen *l)
 	if (rdma_listen(e->id, (int)exsd.conf.max_pending))
 		return -errno;
 	ep_set_state(e, EP_LISTENING);
-	observe_event(e, "listen", 0);
-	ctl_reply_ok(c, seq);
+	view_event(e, "listen", 0);
 	return 0;
 }
 
@@ -394,7 +387,7 @@ static void send_established(struct ep *e)
 	ExsCtl__Established es = EXS_CTL__ESTABLISHED__INIT;
 	ExsCtl__Setup su = EXS_CTL__SETUP__INIT;
 
-	ctl_msg_init(&m);
+	out_msg_init(&m);
 	es.sock = e->sock;
 	setup_to_msg(&su, &e->agreed);
 	es.setup = &su;
@@ -402,11 +395,11 @@ static void send_established(struct ep *e)
 	fill_addr(&es.local_addr, rdma_get_local_addr(e->id));
 	m.body_case = EXS_CTL__MSG__BODY_ESTABLISHED;
 	m.established = &es;
-	ctl_send(e->c, &m);
+	out_send(e->c, &m);
 	ep_set_state(e, EP_ESTABLISHED);
 	if (e->timer)
 		evtimer_del(e->timer);
-	observe_event(e, e->passive ? "accept" : "connect", 0);
+	view_event(e, e->passive ? "accept" : "connect", 0);
 	exsd_log(LOG_INFO, "client %u (%s) sock %u: established on %s (%s), credits %u",
 		 e->c->id, e->c->comm, e->sock, ibv_get_device_name(e->id->verbs->device),
 		 e->iwarp ? "iWARP" : "IB/RoCE", e->agreed.credits);
@@ -510,7 +503,7 @@ int cm_reject(struct client *c, ExsCtl__Reject *m)
 void cm_abort(struct ep *e, int err)
 {
 	if (e->has_sock)
-		ctl_send_conn_error(e->c, e->sock, err);
+		out_conn_error(e->c, e->sock, err);
 	ep_free(e);
 }
 
@@ -521,7 +514,7 @@ int cm_close_sock(struct client *c, ExsCtl__Close *m)
 	if (!e)
 		return 0; /* already gone on our side: closing is idempotent */
 	if (e->state == EP_ESTABLISHED || e->state == EP_LISTENING)
-		observe_event(e, "close", 0);
+		view_event(e, "close", 0);
 	if (e->state != EP_LISTENING) {
 		ep_free(e);
 		return 0;
@@ -560,7 +553,7 @@ static void on_route(struct ep *e)
 		ep_fail(e, -ret);
 		return;
 	}
-	ctl_msg_init(&m);
+	out_msg_init(&m);
 	r.sock = e->sock;
 	r.device = (char *)ibv_get_device_name(e->id->verbs->device);
 	r.port_num = e->id->port_num;
@@ -570,7 +563,7 @@ static void on_route(struct ep *e)
 	m.body_case = EXS_CTL__MSG__BODY_ROUTE;
 	m.route = &r;
 	ep_set_state(e, EP_WAIT_QP);
-	ctl_send(e->c, &m);
+	out_send(e->c, &m);
 }
 
 static void on_connect_response(struct ep *e, struct rdma_cm_event *ev)
@@ -596,7 +589,7 @@ static void on_connect_response(struct ep *e, struct rdma_cm_event *ev)
 		return;
 	}
 	e->agreed = resp;
-	ctl_msg_init(&m);
+	out_msg_init(&m);
 	r.sock = e->sock;
 	r.n_attrs = 2;
 	r.attrs = ap;
@@ -604,7 +597,7 @@ static void on_connect_response(struct ep *e, struct rdma_cm_event *ev)
 	m.rtr = &r;
 	ep_set_state(e, EP_WAIT_RTR);
 	arm_step_timer(e);
-	ctl_send(e->c, &m);
+	out_send(e->c, &m);
 }
 
 static void on_established(struct ep *e, struct rdma_cm_event *ev)
@@ -682,7 +675,7 @@ static void on_request(struct ep *l, struct rdma_cm_event *ev)
 		}
 		return;
 	}
-	ctl_msg_init(&m);
+	out_msg_init(&m);
 	cr.sock = l->sock;
 	cr.conn = e->conn;
 	cr.device = (char *)ibv_get_device_name(id->verbs->device);
@@ -702,7 +695,7 @@ static void on_request(struct ep *l, struct rdma_cm_event *ev)
 	ep_set_state(e, EP_REQUESTED);
 	if (req.wait_ms)
 		arm_timer(e, req.wait_ms);
-	ctl_send(l->c, &m);
+	out_send(l->c, &m);
 }
 
 static int cm_status_errno(int status, int dflt)

@@ -3,14 +3,14 @@
  * exsd's control channel: a Unix SOCK_SEQPACKET listener, one client per
  * connection, every client named by SO_PEERCRED. Each message is checked
  * (size, version, shape, order) before it is used; a client that breaks
- * the protocol is dropped, and no client can make exsd block: replies and
- * events are sent without waiting. What a client's socket cannot take yet
- * waits in the client's output queue, bounded in bytes; while that holds
- * more than EXSD_OUTQ_HIGH, exsd reads no more requests from the client,
- * and a client that takes nothing from it for EXSD_STALL_MS is dropped (a
- * busy client is not a dead one). A client must say Hello within
- * hello_timeout_ms. Out of descriptors, exsd stops accepting for
- * EXSD_ACCEPT_RETRY_MS or until a client leaves, rather than spin.
+ * the protocol is dropped, and no client can make exsd block (out.c sends
+ * without waiting and queues the rest). ctl.c decides every reply to a
+ * request: the handlers below it (cm.c, observe.c) return a result and
+ * ctl.c answers with it. A client that takes none of its queued output for
+ * EXSD_STALL_MS is dropped (a busy client is not a dead one). A client
+ * must say Hello within hello_timeout_ms. Out of descriptors, exsd stops
+ * accepting for EXSD_ACCEPT_RETRY_MS or until a client leaves, rather
+ * than spin.
  * A dropped client's rdmacm ids are disconnected and destroyed.
  */
 #include <errno.h>
@@ -28,172 +28,8 @@
 
 #include "exsd.h"
 
-void ctl_msg_init(ExsCtl__Msg *m)
-{
-	exs_ctl__msg__init(m);
-	m->version = EXS_CTL_VERSION;
-}
-
-static void arm_timer(struct client *c, uint64_t ms)
-{
-	struct timeval tv = { .tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000 * 1000) };
-
-	evtimer_add(c->timer, &tv);
-}
-
-/* The client is beyond help: shut it down; its read event drops it. */
-static void client_fail(struct client *c, const char *why)
-{
-	if (c->failed)
-		return;
-	exsd_log(LOG_WARNING, "client %u (%s, pid %d): %s, dropping it", c->id, c->comm, (int)c->pid, why);
-	c->failed = true;
-	c->why = why;
-	shutdown(c->fd, SHUT_RDWR);
-	event_active(c->ev, EV_READ, 0);
-}
-
-static void outq_free(struct client *c)
-{
-	while (c->outq) {
-		struct frame *f = c->outq;
-
-		c->outq = f->next;
-		free(f);
-	}
-	c->outq_tail = &c->outq;
-	c->outq_bytes = 0;
-}
-
-static void pause_reading(struct client *c)
-{
-	if (c->paused)
-		return;
-	c->paused = true;
-	event_del(c->ev);
-	c->progress_ms = now_ms();
-	arm_timer(c, EXSD_STALL_MS);
-	exsd_log(LOG_DEBUG, "client %u: %zu bytes queued, not reading its requests", c->id, c->outq_bytes);
-}
-
-static void resume_reading(struct client *c)
-{
-	if (!c->paused)
-		return;
-	c->paused = false;
-	evtimer_del(c->timer);
-	event_add(c->ev, NULL);
-	exsd_log(LOG_DEBUG, "client %u: %zu bytes queued, reading again", c->id, c->outq_bytes);
-}
-
-/* Send what the socket takes: 0, or -errno when the client is gone. */
-static int outq_flush(struct client *c)
-{
-	while (c->outq) {
-		struct frame *f = c->outq;
-
-		if (send(c->fd, f->data, f->len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
-			if (errno == EINTR)
-				continue;
-			return errno == EAGAIN ? 0 : -errno;
-		}
-		c->outq = f->next;
-		c->outq_bytes -= f->len;
-		free(f);
-		c->progress_ms = now_ms();
-	}
-	c->outq_tail = &c->outq;
-	return 0;
-}
-
-static void on_writable(evutil_socket_t fd, short what, void *arg)
-{
-	struct client *c = arg;
-	int ret;
-
-	(void)fd;
-	(void)what;
-	ret = outq_flush(c);
-	if (ret) {
-		outq_free(c);
-		client_fail(c, "send failed");
-		return;
-	}
-	if (!c->outq)
-		event_del(c->wev);
-	if (c->outq_bytes <= EXSD_OUTQ_LOW)
-		resume_reading(c);
-}
-
-void ctl_send(struct client *c, ExsCtl__Msg *m)
-{
-	uint8_t buf[EXS_CTL_MAX_MSG];
-	size_t n = exs_ctl__msg__get_packed_size(m);
-	struct frame *f;
-
-	if (c->fd < 0 || c->failed)
-		return;
-	if (n > sizeof(buf)) {
-		exsd_log(LOG_ERR, "client %u: reply of %zu bytes too large, dropped", c->id, n);
-		return;
-	}
-	exs_ctl__msg__pack(m, buf);
-	if (!c->outq) {
-		if (send(c->fd, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)n)
-			return;
-		if (errno != EAGAIN && errno != EINTR) {
-			client_fail(c, "send failed");
-			return;
-		}
-	}
-	/* busy: queue it behind the others, in order */
-	if (c->outq_bytes + n > EXSD_OUTQ_MAX) {
-		outq_free(c);
-		client_fail(c, "output queue full");
-		return;
-	}
-	f = malloc(sizeof(*f) + n);
-	if (!f) {
-		outq_free(c);
-		client_fail(c, "out of memory for its output");
-		return;
-	}
-	f->next = NULL;
-	f->len = n;
-	memcpy(f->data, buf, n);
-	*c->outq_tail = f;
-	c->outq_tail = &f->next;
-	c->outq_bytes += n;
-	event_add(c->wev, NULL);
-	if (c->outq_bytes > EXSD_OUTQ_HIGH)
-		pause_reading(c);
-}
-
-void ctl_reply_error(struct client *c, uint32_t seq, int err, const char *text)
-{
-	ExsCtl__Msg m;
-	ExsCtl__Error e = EXS_CTL__ERROR__INIT;
-
-	ctl_msg_init(&m);
-	m.seq = seq;
-	e.err = err;
-	e.text = (char *)(text ? text : strerror(err));
-	m.body_case = EXS_CTL__MSG__BODY_ERROR;
-	m.error = &e;
-	ctl_send(c, &m);
-}
-
-void ctl_reply_ok(struct client *c, uint32_t seq)
-{
-	ExsCtl__Msg m;
-	ExsCtl__Ok ok = EXS_CTL__OK__INIT;
-
-	ctl_msg_init(&m);
-	m.seq = seq;
-	m.body_case = EXS_CTL__MSG__BODY_OK;
-	m.ok = &ok;
-	ctl_send(c, &m);
-}
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 static void accept_resume(void);
 
@@ -204,7 +40,7 @@ void client_drop(struct client *c, const char *why)
 	c->failed = true; /* nothing more is sent to it */
 	for (struct ep *e = c->eps; e; e = e->next)
 		if (e->state == EP_ESTABLISHED || e->state == EP_LISTENING)
-			observe_event(e, "close", ESRCH); /* its process is gone */
+			view_event(e, "close", ESRCH); /* its process is gone */
 	while (c->eps)
 		ep_free(c->eps);
 	observe_client_gone(c);
@@ -213,7 +49,7 @@ void client_drop(struct client *c, const char *why)
 		c->next->pprev = c->pprev;
 	exsd.nclients--;
 	limits_client_gone(c->u);
-	outq_free(c);
+	out_free(c);
 	event_free(c->ev);
 	event_free(c->wev);
 	event_free(c->timer);
@@ -222,33 +58,17 @@ void client_drop(struct client *c, const char *why)
 	accept_resume(); /* a descriptor is free again */
 }
 
-/* ConnError for socket `sock`, or (conn != 0) for request `conn` queued on
- * listener `sock`. */
-static void send_conn_error(struct client *c, uint32_t sock, uint32_t conn, int err)
+static void reply_bound(struct client *c, uint32_t seq, uint32_t port)
 {
 	ExsCtl__Msg m;
-	ExsCtl__ConnError ce = EXS_CTL__CONN_ERROR__INIT;
+	ExsCtl__BindReply br = EXS_CTL__BIND_REPLY__INIT;
 
-	ctl_msg_init(&m);
-	ce.sock = sock;
-	ce.conn = conn;
-	ce.err = err;
-	m.body_case = EXS_CTL__MSG__BODY_CONN_ERROR;
-	m.conn_error = &ce;
-	ctl_send(c, &m);
-}
-
-/* Tell a client that its socket `sock` has no connection (any more). */
-void ctl_send_conn_error(struct client *c, uint32_t sock, int err)
-{
-	send_conn_error(c, sock, 0, err);
-}
-
-/* Tell a client that connection request `conn`, queued on its listener
- * `listener` and not yet accepted, is over: its accept must not take it. */
-void ctl_send_request_gone(struct client *c, uint32_t listener, uint32_t conn, int err)
-{
-	send_conn_error(c, listener, conn, err);
+	out_msg_init(&m);
+	m.seq = seq;
+	br.port = port;
+	m.body_case = EXS_CTL__MSG__BODY_BIND_REPLY;
+	m.bind_reply = &br;
+	out_send(c, &m);
 }
 
 /* Returns false when the client must be dropped. */
@@ -257,7 +77,7 @@ static bool dispatch(struct client *c, ExsCtl__Msg *m)
 	int ret;
 
 	if (!c->hello && m->body_case != EXS_CTL__MSG__BODY_HELLO) {
-		ctl_reply_error(c, m->seq, EPROTO, "hello first");
+		out_error(c, m->seq, EPROTO, "hello first");
 		return false;
 	}
 	switch (m->body_case) {
@@ -267,14 +87,14 @@ static bool dispatch(struct client *c, ExsCtl__Msg *m)
 		ExsCtl__SocketDefaults sd = EXS_CTL__SOCKET_DEFAULTS__INIT;
 
 		if (c->hello) {
-			ctl_reply_error(c, m->seq, EPROTO, "hello twice");
+			out_error(c, m->seq, EPROTO, "hello twice");
 			return false;
 		}
 		c->hello = true;
 		evtimer_del(c->timer);
 		c->observer = m->hello->observer;
 		c->low_ports = c->uid == 0 || proc_has_cap(c->pid, CAP_NET_BIND_SERVICE);
-		ctl_msg_init(&r);
+		out_msg_init(&r);
 		r.seq = m->seq;
 		hr.client_id = c->id;
 		sd.credits = exsd.conf.credits;
@@ -285,28 +105,32 @@ static bool dispatch(struct client *c, ExsCtl__Msg *m)
 		hr.defaults = &sd;
 		r.body_case = EXS_CTL__MSG__BODY_HELLO_REPLY;
 		r.hello_reply = &hr;
-		ctl_send(c, &r);
+		out_send(c, &r);
 		return true;
 	}
 	case EXS_CTL__MSG__BODY_BIND:
-		ret = cm_bind(c, m->seq, m->bind);
-		if (ret)
-			ctl_reply_error(c, m->seq, -ret, NULL);
+		ret = cm_bind(c, m->bind);
+		if (ret < 0)
+			out_error(c, m->seq, -ret, NULL);
+		else
+			reply_bound(c, m->seq, (uint32_t)ret);
 		return true;
 	case EXS_CTL__MSG__BODY_LISTEN:
-		ret = cm_listen(c, m->seq, m->listen);
+		ret = cm_listen(c, m->listen);
 		if (ret)
-			ctl_reply_error(c, m->seq, -ret, NULL);
+			out_error(c, m->seq, -ret, NULL);
+		else
+			out_ok(c, m->seq);
 		return true;
 	case EXS_CTL__MSG__BODY_CONNECT:
 		ret = cm_connect(c, m->connect);
 		if (ret)
-			ctl_send_conn_error(c, m->connect->sock, -ret);
+			out_conn_error(c, m->connect->sock, -ret);
 		return true;
 	case EXS_CTL__MSG__BODY_QP_READY:
 		ret = cm_qp_ready(c, m->qp_ready);
 		if (ret)
-			ctl_send_conn_error(c, m->qp_ready->sock, -ret == EINVAL ? ECONNABORTED : -ret);
+			out_conn_error(c, m->qp_ready->sock, -ret == EINVAL ? ECONNABORTED : -ret);
 		return true;
 	case EXS_CTL__MSG__BODY_REJECT:
 		cm_reject(c, m->reject);
@@ -317,28 +141,29 @@ static bool dispatch(struct client *c, ExsCtl__Msg *m)
 	case EXS_CTL__MSG__BODY_QUERY:
 		ret = observe_query(c, m->seq, m->query);
 		if (ret)
-			ctl_reply_error(c, m->seq, -ret, NULL);
+			out_error(c, m->seq, -ret, NULL);
 		return true;
 	case EXS_CTL__MSG__BODY_STATS_REPLY:
 		observe_stats_reply(c, m->seq, m->stats_reply);
 		return true;
 	case EXS_CTL__MSG__BODY_MONITOR:
-		observe_monitor(c, m->seq);
+		observe_monitor(c);
+		out_ok(c, m->seq);
 		return true;
 	case EXS_CTL__MSG__BODY_DISCONNECT: {
 		struct ep *e;
 
 		ret = observe_disconnect(c, m->disconnect, &e);
 		if (ret) {
-			ctl_reply_error(c, m->seq, -ret, NULL);
+			out_error(c, m->seq, -ret, NULL);
 			return true;
 		}
 		cm_abort(e, ECONNABORTED);
-		ctl_reply_ok(c, m->seq);
+		out_ok(c, m->seq);
 		return true;
 	}
 	default:
-		ctl_reply_error(c, m->seq, EOPNOTSUPP, "not a request");
+		out_error(c, m->seq, EOPNOTSUPP, "not a request");
 		return false;
 	}
 }
@@ -364,18 +189,19 @@ static void on_client(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	if (n > (ssize_t)sizeof(buf)) {
-		ctl_reply_error(c, 0, EMSGSIZE, "message too large");
+		out_error(c, 0, EMSGSIZE, "message too large");
 		client_drop(c, "oversized message");
 		return;
 	}
 	m = exs_ctl__msg__unpack(NULL, (size_t)n, buf);
 	if (!m) {
-		ctl_reply_error(c, 0, EBADMSG, "undecodable message");
+		out_error(c, 0, EBADMSG, "undecodable message");
 		client_drop(c, "undecodable message");
 		return;
 	}
 	if (m->version != EXS_CTL_VERSION) {
-		ctl_reply_error(c, m->seq, EPROTONOSUPPORT, "control protocol version 2 only");
+		out_error(c, m->seq, EPROTONOSUPPORT,
+			  "control protocol version " STR(EXS_CTL_VERSION) " only");
 		exs_ctl__msg__free_unpacked(m, NULL);
 		client_drop(c, "protocol version mismatch");
 		return;
@@ -406,7 +232,7 @@ static void on_client_timer(evutil_socket_t fd, short what, void *arg)
 		client_drop(c, "stalled");
 		return;
 	}
-	arm_timer(c, EXSD_STALL_MS - idle);
+	out_timer(c, EXSD_STALL_MS - idle);
 }
 
 /* Out of descriptors: stop accepting until a client leaves or a while has
@@ -447,7 +273,7 @@ static void refuse(int fd, uid_t uid, int err, const char *why)
 	uint8_t buf[256];
 
 	exsd_log(LOG_WARNING, "refusing a client of uid %u: %s", (unsigned)uid, why);
-	ctl_msg_init(&m);
+	out_msg_init(&m);
 	e.err = err;
 	e.text = (char *)why;
 	m.body_case = EXS_CTL__MSG__BODY_ERROR;
@@ -511,7 +337,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 		fclose(f);
 	}
 	c->ev = event_new(exsd.base, fd, EV_READ | EV_PERSIST, on_client, c);
-	c->wev = event_new(exsd.base, fd, EV_WRITE | EV_PERSIST, on_writable, c);
+	c->wev = event_new(exsd.base, fd, EV_WRITE | EV_PERSIST, out_on_writable, c);
 	c->timer = evtimer_new(exsd.base, on_client_timer, c);
 	if (!c->ev || !c->wev || !c->timer || event_add(c->ev, NULL)) {
 		if (c->ev)
@@ -525,7 +351,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 		free(c);
 		return;
 	}
-	arm_timer(c, exsd.conf.hello_timeout_ms);
+	out_timer(c, exsd.conf.hello_timeout_ms);
 	c->next = exsd.clients;
 	c->pprev = &exsd.clients;
 	if (c->next)

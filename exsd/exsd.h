@@ -8,15 +8,16 @@
  * Who calls whom (one way, top to bottom; tests/host/layers.sh checks it):
  *
  *   main.c      options, the loop, systemd, SIGHUP/SIGTERM
- *   ctl.c       the control socket: clients, reading requests, replies
- *   cm.c        rdmacm and the connection set-up   observe.c  exsctl's view
- *   config.c limits.c negotiate.c ports.c qpown.c  (each calls only below)
+ *   ctl.c       the control socket: clients, reading requests, every reply
+ *   cm.c        rdmacm and the connection set-up   observe.c  exsctl's queries
+ *   view.c      what an observer sees of a socket, monitor events
+ *   out.c config.c limits.c negotiate.c ports.c qpown.c  (each calls only below)
  *   index.c proc.c
  *   base.c      the global `exsd`, exsd_log(), now_ms(): everyone may use
  *
- * Not yet so (issue 12): cm.c and observe.c still send through ctl.c
- * (ctl_send and friends), and cm.c calls observe_event: the edges
- * layers.sh lists as KNOWN.
+ * cm.c and observe.c return their results to ctl.c, which answers the
+ * request; what they report unasked (a connection's progress, a query's
+ * late answer, monitor events) they hand to out.c, which sends or queues it.
  */
 #ifndef EXSD_H
 #define EXSD_H
@@ -240,13 +241,18 @@ extern struct exsd exsd;
 /* ctl.c */
 int ctl_listen(void);
 void ctl_shutdown(void);
-void ctl_send(struct client *c, ExsCtl__Msg *m);
-void ctl_msg_init(ExsCtl__Msg *m);
-void ctl_reply_error(struct client *c, uint32_t seq, int err, const char *text);
-void ctl_reply_ok(struct client *c, uint32_t seq);
-void ctl_send_conn_error(struct client *c, uint32_t sock, int err);
-void ctl_send_request_gone(struct client *c, uint32_t listener, uint32_t conn, int err);
 void client_drop(struct client *c, const char *why);
+
+/* out.c: every message to a client, sent or queued in order, never blocking */
+void out_msg_init(ExsCtl__Msg *m);
+void out_send(struct client *c, ExsCtl__Msg *m);
+void out_error(struct client *c, uint32_t seq, int err, const char *text);
+void out_ok(struct client *c, uint32_t seq);
+void out_conn_error(struct client *c, uint32_t sock, int err);
+void out_request_gone(struct client *c, uint32_t listener, uint32_t conn, int err);
+void out_on_writable(evutil_socket_t fd, short what, void *arg);
+void out_timer(struct client *c, uint64_t ms);
+void out_free(struct client *c);
 
 /* cm.c */
 int cm_open(void);
@@ -254,8 +260,8 @@ void cm_close(void);
 struct ep *ep_find(struct client *c, uint32_t sock);
 struct ep *ep_find_conn(struct client *c, uint32_t conn);
 void ep_free(struct ep *e);
-int cm_bind(struct client *c, uint32_t seq, ExsCtl__Bind *b);
-int cm_listen(struct client *c, uint32_t seq, ExsCtl__Listen *l);
+int cm_bind(struct client *c, ExsCtl__Bind *b);
+int cm_listen(struct client *c, ExsCtl__Listen *l);
 int cm_connect(struct client *c, ExsCtl__Connect *m);
 int cm_qp_ready(struct client *c, ExsCtl__QpReady *m);
 int cm_reject(struct client *c, ExsCtl__Reject *m);
@@ -266,9 +272,17 @@ void cm_abort(struct ep *e, int err);
 int observe_query(struct client *c, uint32_t seq, ExsCtl__Query *q);
 void observe_stats_reply(struct client *c, uint32_t seq, ExsCtl__StatsReply *r);
 int observe_disconnect(struct client *c, ExsCtl__Disconnect *d, struct ep **ret);
-void observe_monitor(struct client *c, uint32_t seq);
-void observe_event(struct ep *e, const char *event, int err);
+void observe_monitor(struct client *c);
 void observe_client_gone(struct client *c);
+
+/* view.c: what an observer sees of a socket; monitor events */
+struct info_buf { /* strings that live as long as one SockInfo being sent */
+	char local[64], peer[64];
+};
+bool view_may_see(const struct client *observer, const struct client *owner);
+void view_fill_info(ExsCtl__SockInfo *i, struct info_buf *b, const struct ep *e,
+		    const struct client *observer);
+void view_event(struct ep *e, const char *event, int err);
 
 /* qpown.c: whether a client owns the QP it names */
 int qp_owner(uint32_t dev_index, uint32_t port, uint32_t qpn, pid_t *pid);

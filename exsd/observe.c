@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
- * What exsctl sees: queries over exsd's sockets, clients, devices and
- * configuration, live counters gathered from each libexs on demand, the
- * monitor event stream, and the one action an observer may take
- * (Disconnect). Access rule, as ss(8): anyone may list; the owner and the
- * counters of another uid's socket are shown only to root; only root or
- * the owner may disconnect.
+ * exsctl's queries: exsd's sockets, clients, devices and configuration,
+ * live counters gathered from each libexs on demand, and the one action an
+ * observer may take (Disconnect). Anyone may list; what each observer sees
+ * of a socket is view.c's (as ss(8): owner and counters of another uid's
+ * socket only to root); only root or the owner may disconnect.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -30,91 +29,6 @@ struct query {
 	struct query *next;
 };
 
-static uint64_t wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* strings that live as long as one SockInfo being sent */
-struct info_buf {
-	char local[64], peer[64];
-};
-
-static uint32_t fmt_addr(char *buf, size_t len, const struct sockaddr *sa)
-{
-	char a[INET6_ADDRSTRLEN] = "";
-	uint16_t port = 0;
-
-	if (sa && sa->sa_family == AF_INET) {
-		const struct sockaddr_in *s4 = (const void *)sa;
-
-		inet_ntop(AF_INET, &s4->sin_addr, a, sizeof(a));
-		port = ntohs(s4->sin_port);
-		snprintf(buf, len, "%s:%u", a, port);
-	} else if (sa && sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *s6 = (const void *)sa;
-
-		inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof(a));
-		port = ntohs(s6->sin6_port);
-		snprintf(buf, len, "[%s]:%u", a, port);
-	} else {
-		snprintf(buf, len, "-");
-	}
-	return port;
-}
-
-static bool may_see(const struct client *observer, const struct client *owner)
-{
-	return observer->uid == 0 || observer->uid == owner->uid;
-}
-
-static void fill_info(ExsCtl__SockInfo *i, struct info_buf *b, const struct ep *e,
-		      const struct client *observer)
-{
-	bool up = e->state != EP_BOUND && e->state != EP_LISTENING;
-
-	exs_ctl__sock_info__init(i);
-	i->id = e->gid;
-	i->local_port = fmt_addr(b->local, sizeof(b->local), e->id ? rdma_get_local_addr(e->id) : NULL);
-	i->peer_port = up ? fmt_addr(b->peer, sizeof(b->peer), rdma_get_peer_addr(e->id)) : 0;
-	if (!up)
-		snprintf(b->peer, sizeof(b->peer), "-");
-	i->local = b->local;
-	i->peer = b->peer;
-	i->type = e->type == SOCK_STREAM ? "stream" : "seqpacket";
-	i->state = (char *)ep_state_name(e->state);
-	i->device = e->id && e->id->verbs ? (char *)ibv_get_device_name(e->id->verbs->device) : "-";
-	/* from the device, not e->iwarp: that is set for connections only */
-	i->transport = !e->id || !e->id->verbs ? "-"
-		       : e->id->verbs->device->transport_type == IBV_TRANSPORT_IWARP ? "iWARP" : "IB/RoCE";
-	i->uid = e->c->uid;
-	i->age_ms = now_ms() - e->created_ms;
-	i->backlog = e->backlog;
-	i->pending = e->pending;
-	i->credits = e->state == EP_ESTABLISHED ? e->agreed.credits : 0;
-	if (!may_see(observer, e->c)) {
-		i->hidden = true;
-		i->pid = -1;
-		i->comm = "";
-		return;
-	}
-	i->pid = e->c->pid;
-	i->comm = (char *)e->c->comm;
-	i->live = e->stats.live;
-	i->send_credits_used = e->stats.send_used;
-	i->recv_credits_used = e->stats.recv_used;
-	i->peer_adverts = e->stats.peer_adverts;
-	i->sends_queued = e->stats.sends_queued;
-	i->bytes_sent = e->stats.bytes_sent;
-	i->bytes_received = e->stats.bytes_received;
-	i->sends = e->stats.sends;
-	i->receives = e->stats.receives;
-	i->errors = e->stats.errors;
-}
-
 static bool wanted(const struct ep *e, ExsCtl__Query__What what)
 {
 	if (e->dead)
@@ -135,12 +49,12 @@ static void send_reply(struct client *o, uint32_t seq, ExsCtl__QueryReply *r, bo
 {
 	ExsCtl__Msg m;
 
-	ctl_msg_init(&m);
+	out_msg_init(&m);
 	m.seq = seq;
 	r->more = more;
 	m.body_case = EXS_CTL__MSG__BODY_QUERY_REPLY;
 	m.query_reply = r;
-	ctl_send(o, &m);
+	out_send(o, &m);
 }
 
 static void reply_socks(struct client *o, uint32_t seq, ExsCtl__Query__What what)
@@ -160,7 +74,7 @@ static void reply_socks(struct client *o, uint32_t seq, ExsCtl__Query__What what
 				send_reply(o, seq, &r, true);
 				n = 0;
 			}
-			fill_info(&info[n], &bufs[n], e, o);
+			view_fill_info(&info[n], &bufs[n], e, o);
 			ip[n] = &info[n];
 			n++;
 		}
@@ -189,8 +103,8 @@ static void reply_clients(struct client *o, uint32_t seq)
 		i->uid = c->uid;
 		i->observer = c->observer;
 		i->age_ms = now_ms() - c->created_ms;
-		i->pid = may_see(o, c) ? c->pid : -1;
-		i->comm = may_see(o, c) ? c->comm : "";
+		i->pid = view_may_see(o, c) ? c->pid : -1;
+		i->comm = view_may_see(o, c) ? c->comm : "";
 		for (struct ep *e = c->eps; e; e = e->next) {
 			i->sockets++;
 			i->listeners += e->state == EP_LISTENING;
@@ -331,18 +245,18 @@ int observe_query(struct client *o, uint32_t seq, ExsCtl__Query *qm)
 		ExsCtl__StatsRequest sr = EXS_CTL__STATS_REQUEST__INIT;
 
 		for (struct ep *e = c->eps; e; e = e->next)
-			if (e->state == EP_ESTABLISHED && may_see(o, c)) {
+			if (e->state == EP_ESTABLISHED && view_may_see(o, c)) {
 				e->stats.live = false;
 				any = true;
 			}
 		if (!any)
 			continue;
-		ctl_msg_init(&m);
+		out_msg_init(&m);
 		m.seq = q->id;
 		m.body_case = EXS_CTL__MSG__BODY_STATS_REQUEST;
 		m.stats_request = &sr;
 		q->waiting[q->nwaiting++] = c->id;
-		ctl_send(c, &m);
+		out_send(c, &m);
 	}
 	if (!q->nwaiting)
 		query_finish(q);
@@ -416,39 +330,16 @@ int observe_disconnect(struct client *o, ExsCtl__Disconnect *d, struct ep **ret)
 	if (!e)
 		return -ENOENT;
 	c = e->c;
-	if (!may_see(o, c))
+	if (!view_may_see(o, c))
 		return -EPERM;
 	exsd_log(LOG_NOTICE, "client %u (uid %u) disconnects socket %u of client %u (%s)", o->id,
 		 (unsigned)o->uid, e->gid, c->id, c->comm);
-	observe_event(e, "close", ECONNABORTED);
+	view_event(e, "close", ECONNABORTED);
 	*ret = e;
 	return 0;
 }
 
-void observe_monitor(struct client *o, uint32_t seq)
+void observe_monitor(struct client *o)
 {
 	o->monitor = true;
-	ctl_reply_ok(o, seq);
-}
-
-void observe_event(struct ep *e, const char *event, int err)
-{
-	for (struct client *o = exsd.clients; o; o = o->next) {
-		ExsCtl__Msg m;
-		ExsCtl__MonitorEvent me = EXS_CTL__MONITOR_EVENT__INIT;
-		ExsCtl__SockInfo info;
-		struct info_buf b;
-
-		if (!o->monitor)
-			continue;
-		fill_info(&info, &b, e, o);
-		ctl_msg_init(&m);
-		me.time_ms = wall_ms();
-		me.event = (char *)event;
-		me.sock = &info;
-		me.error = err ? strerror(err) : "";
-		m.body_case = EXS_CTL__MSG__BODY_MONITOR_EVENT;
-		m.monitor_event = &me;
-		ctl_send(o, &m);
-	}
 }

@@ -208,7 +208,7 @@ static void structured(struct fclient *c, struct in *in)
 	struct sockaddr_in6 sa;
 	uint8_t k = u8(in), v = u8(in);
 
-	ctl_msg_init(&m);
+	out_msg_init(&m);
 	if (v & 0x80)
 		m.version = v & 0x7f;
 	m.seq = u8(in);
@@ -376,7 +376,7 @@ static void check_idle_and_serving(void)
 		abort();
 	}
 	c.fd = client_open(1000);
-	ctl_msg_init(&m);
+	out_msg_init(&m);
 	m.seq = 77;
 	m.body_case = EXS_CTL__MSG__BODY_HELLO;
 	m.hello = &h;
