@@ -19,7 +19,7 @@
 
 static void ep_set_state(struct ep *e, enum ep_state s)
 {
-	exsd_log(LOG_DEBUG, "client %u sock %u conn %u: %s -> %s", e->c->id, e->sock, e->conn,
+	exsd_log(LOG_DEBUG, "client %u sock %u req %u: %s -> %s", e->c->id, e->sock, e->req,
 		 ep_state_name(e->state), ep_state_name(s));
 	exsd.nestablished += (s == EP_ESTABLISHED) - (e->state == EP_ESTABLISHED);
 	e->state = s;
@@ -37,7 +37,7 @@ static struct ep *ep_new(struct client *c)
 		return NULL;
 	}
 	e->c = c;
-	e->gid = ++exsd.next_ep;
+	e->sock_id = ++exsd.next_ep;
 	index_add_id(e);
 	e->created_ms = now_ms();
 	e->type = SOCK_SEQPACKET;
@@ -52,9 +52,9 @@ struct ep *ep_find(struct client *c, uint32_t sock)
 	return index_sock(c, sock);
 }
 
-struct ep *ep_find_conn(struct client *c, uint32_t conn)
+struct ep *ep_find_req(struct client *c, uint32_t req)
 {
-	return index_conn(c, conn);
+	return index_req(c, req);
 }
 
 /* The ep now stands for the client's socket `sock`. */
@@ -140,7 +140,7 @@ static void ep_fail(struct ep *e, int err)
 	if (e->has_sock)
 		out_conn_error(e->c, e->sock, err);
 	else if (e->state == EP_REQUESTED && e->listener)
-		out_request_gone(e->c, e->listener->sock, e->conn, err);
+		out_request_gone(e->c, e->listener->sock, e->req, err);
 	e->dead = true;
 }
 
@@ -423,7 +423,7 @@ int cm_qp_ready(struct client *c, ExsCtl__QpReady *m)
 		/* passive: the client accepts request `conn` as socket `sock` */
 		struct exs_wire_setup mine = { 0 };
 
-		e = ep_find_conn(c, m->conn);
+		e = ep_find_req(c, m->conn);
 		if (!e || e->state != EP_REQUESTED || !m->setup || !m->setup->credits ||
 		    m->setup->credits > EXS_LIMIT_CREDITS || ep_find(c, m->sock))
 			return -EINVAL;
@@ -486,7 +486,7 @@ int cm_qp_ready(struct client *c, ExsCtl__QpReady *m)
 int cm_reject(struct client *c, ExsCtl__Reject *m)
 {
 	struct exs_wire_reject r;
-	struct ep *e = ep_find_conn(c, m->conn);
+	struct ep *e = ep_find_req(c, m->conn);
 
 	if (!e || e->state != EP_REQUESTED)
 		return -EINVAL;
@@ -649,8 +649,8 @@ static void on_request(struct ep *l, struct rdma_cm_event *ev)
 		e->passive = true;
 		e->type = l->type;
 		e->iwarp = is_iwarp(id);
-		e->conn = ++exsd.next_conn ? exsd.next_conn : ++exsd.next_conn;
-		index_add_conn(e);
+		e->req = ++exsd.next_req ? exsd.next_req : ++exsd.next_req;
+		index_add_req(e);
 		e->listener = l;
 		e->offer = req;
 		l->pending++;
@@ -677,7 +677,7 @@ static void on_request(struct ep *l, struct rdma_cm_event *ev)
 	}
 	out_msg_init(&m);
 	cr.sock = l->sock;
-	cr.conn = e->conn;
+	cr.conn = e->req;
 	cr.device = (char *)ibv_get_device_name(id->verbs->device);
 	cr.port_num = id->port_num;
 	cr.iwarp = e->iwarp;

@@ -94,11 +94,11 @@ struct client;
 void index_add_id(struct ep *e);
 void index_add_sock(struct ep *e);	/* (e->c, e->sock); again after a change */
 void index_del_sock(struct ep *e);
-void index_add_conn(struct ep *e);
+void index_add_req(struct ep *e);
 void index_del(struct ep *e);
-struct ep *index_id(uint32_t gid);
+struct ep *index_id(uint32_t sock_id);
 struct ep *index_sock(const struct client *c, uint32_t sock);
-struct ep *index_conn(const struct client *c, uint32_t conn);
+struct ep *index_req(const struct client *c, uint32_t req);
 void index_hold_port(uint16_t port);
 void index_release_port(uint16_t port);
 bool index_port_held(uint16_t port);
@@ -160,14 +160,14 @@ struct ep_stats {
 
 /* One rdmacm id and what the EXS socket on top of it is doing. */
 struct ep {
-	uint32_t gid;		/* exsd-wide id, shown by exsctl */
+	uint32_t sock_id;	/* exsd-wide id of the socket, shown by exsctl (not an IB GID) */
 	uint32_t type;		/* SOCK_STREAM / SOCK_SEQPACKET */
 	uint64_t created_ms;
 	struct ep_stats stats;
 	struct client *c;
 	uint32_t sock;		/* the libexs fd (0 and !has_sock for a fresh request) */
 	bool has_sock;
-	uint32_t conn;		/* passive requests: exsd's id for it */
+	uint32_t req;		/* passive: exsd's id of the request (ConnRequest.conn) */
 	struct rdma_cm_id *id;
 	enum ep_state state;
 	bool passive, iwarp, dead;
@@ -180,7 +180,7 @@ struct ep {
 	struct exs_wire_setup agreed;
 	struct event *timer;
 	uint16_t eph_port;	/* an ephemeral port exsd picked for it, 0 none */
-	struct hnode by_id, by_sock, by_conn;	/* index.c */
+	struct hnode by_id, by_sock, by_req;	/* index.c */
 	struct ep *next;	/* in the client's list */
 };
 
@@ -229,7 +229,7 @@ struct exsd {
 	bool own_socket;
 	struct client *clients;
 	unsigned nclients;
-	uint32_t next_client, next_conn, next_ep;
+	uint32_t next_client, next_req, next_ep;
 	uint32_t port_cursor;	/* the last ephemeral port given out */
 	unsigned nestablished;	/* connections, for systemd's STATUS= */
 	struct query *queries;
@@ -249,7 +249,7 @@ void out_send(struct client *c, ExsCtl__Msg *m);
 void out_error(struct client *c, uint32_t seq, int err, const char *text);
 void out_ok(struct client *c, uint32_t seq);
 void out_conn_error(struct client *c, uint32_t sock, int err);
-void out_request_gone(struct client *c, uint32_t listener, uint32_t conn, int err);
+void out_request_gone(struct client *c, uint32_t listener, uint32_t req, int err);
 void out_on_writable(evutil_socket_t fd, short what, void *arg);
 void out_timer(struct client *c, uint64_t ms);
 void out_free(struct client *c);
@@ -258,7 +258,7 @@ void out_free(struct client *c);
 int cm_open(void);
 void cm_close(void);
 struct ep *ep_find(struct client *c, uint32_t sock);
-struct ep *ep_find_conn(struct client *c, uint32_t conn);
+struct ep *ep_find_req(struct client *c, uint32_t req);
 void ep_free(struct ep *e);
 int cm_bind(struct client *c, ExsCtl__Bind *b);
 int cm_listen(struct client *c, ExsCtl__Listen *l);

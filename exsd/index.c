@@ -20,7 +20,7 @@ struct htab {
 	struct hnode *b0[1u << EXSD_HASH_BITS0];
 };
 
-static struct htab by_id, by_sock, by_conn;
+static struct htab by_id, by_sock, by_req;
 static uint64_t eph_held[65536 / 64];
 
 static uint32_t slot(uint64_t key, uint32_t bits)
@@ -106,7 +106,7 @@ static uint64_t sock_key(const struct client *c, uint32_t sock)
 
 void index_add_id(struct ep *e)
 {
-	hadd(&by_id, &e->by_id, e->gid);
+	hadd(&by_id, &e->by_id, e->sock_id);
 }
 
 void index_add_sock(struct ep *e)
@@ -120,21 +120,21 @@ void index_del_sock(struct ep *e)
 	hdel(&by_sock, &e->by_sock);
 }
 
-void index_add_conn(struct ep *e)
+void index_add_req(struct ep *e)
 {
-	hadd(&by_conn, &e->by_conn, e->conn);
+	hadd(&by_req, &e->by_req, e->req);
 }
 
 void index_del(struct ep *e)
 {
 	hdel(&by_id, &e->by_id);
 	hdel(&by_sock, &e->by_sock);
-	hdel(&by_conn, &e->by_conn);
+	hdel(&by_req, &e->by_req);
 }
 
-struct ep *index_id(uint32_t gid)
+struct ep *index_id(uint32_t sock_id)
 {
-	for (struct hnode *h = hfirst(&by_id, gid); h; h = hnext(h))
+	for (struct hnode *h = hfirst(&by_id, sock_id); h; h = hnext(h))
 		if (!EP_OF(h, by_id)->dead)
 			return EP_OF(h, by_id);
 	return NULL;
@@ -151,12 +151,12 @@ struct ep *index_sock(const struct client *c, uint32_t sock)
 	return NULL;
 }
 
-struct ep *index_conn(const struct client *c, uint32_t conn)
+struct ep *index_req(const struct client *c, uint32_t req)
 {
-	for (struct hnode *h = hfirst(&by_conn, conn); h; h = hnext(h)) {
-		struct ep *e = EP_OF(h, by_conn);
+	for (struct hnode *h = hfirst(&by_req, req); h; h = hnext(h)) {
+		struct ep *e = EP_OF(h, by_req);
 
-		if (e->c == c && e->passive && e->conn == conn && !e->dead)
+		if (e->c == c && e->passive && e->req == req && !e->dead)
 			return e;
 	}
 	return NULL;

@@ -333,7 +333,7 @@ int observe_disconnect(struct client *o, ExsCtl__Disconnect *d, struct ep **ret)
 	if (!view_may_see(o, c))
 		return -EPERM;
 	exsd_log(LOG_NOTICE, "client %u (uid %u) disconnects socket %u of client %u (%s)", o->id,
-		 (unsigned)o->uid, e->gid, c->id, c->comm);
+		 (unsigned)o->uid, e->sock_id, c->id, c->comm);
 	view_event(e, "close", ECONNABORTED);
 	*ret = e;
 	return 0;

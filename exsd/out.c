@@ -185,16 +185,16 @@ void out_ok(struct client *c, uint32_t seq)
 	out_send(c, &m);
 }
 
-/* ConnError for socket `sock`, or (conn != 0) for request `conn` queued on
+/* ConnError for socket `sock`, or (req != 0) for request `req` queued on
  * listener `sock`. */
-static void send_conn_error(struct client *c, uint32_t sock, uint32_t conn, int err)
+static void send_conn_error(struct client *c, uint32_t sock, uint32_t req, int err)
 {
 	ExsCtl__Msg m;
 	ExsCtl__ConnError ce = EXS_CTL__CONN_ERROR__INIT;
 
 	out_msg_init(&m);
 	ce.sock = sock;
-	ce.conn = conn;
+	ce.conn = req;
 	ce.err = err;
 	m.body_case = EXS_CTL__MSG__BODY_CONN_ERROR;
 	m.conn_error = &ce;
@@ -207,10 +207,10 @@ void out_conn_error(struct client *c, uint32_t sock, int err)
 	send_conn_error(c, sock, 0, err);
 }
 
-/* Tell a client that connection request `conn`, queued on its listener
+/* Tell a client that connection request `req`, queued on its listener
  * `listener` and not yet accepted, is over: its accept must not take it. */
-void out_request_gone(struct client *c, uint32_t listener, uint32_t conn, int err)
+void out_request_gone(struct client *c, uint32_t listener, uint32_t req, int err)
 {
-	send_conn_error(c, listener, conn, err);
+	send_conn_error(c, listener, req, err);
 }
 

@@ -55,7 +55,7 @@ void view_fill_info(ExsCtl__SockInfo *i, struct info_buf *b, const struct ep *e,
 	bool up = e->state != EP_BOUND && e->state != EP_LISTENING;
 
 	exs_ctl__sock_info__init(i);
-	i->id = e->gid;
+	i->id = e->sock_id;
 	i->local_port = fmt_addr(b->local, sizeof(b->local), e->id ? rdma_get_local_addr(e->id) : NULL);
 	i->peer_port = up ? fmt_addr(b->peer, sizeof(b->peer), rdma_get_peer_addr(e->id)) : 0;
 	if (!up)

@@ -90,15 +90,16 @@ static int sink(int lfd, int depth, size_t size)
 		if (!e) {
 			if (!got++)
 				printf("receiving\n");
-			if (err)
-				continue;
 			if (exs_recv(fd, buf + i * size, size, 0, q, (void *)i, mh) == 0) {
 				pending++;
 				continue;
 			}
 			/* a message that completed just before the reset: its
 			 * receive's re-post is refused at once, which is that
-			 * receive's failure */
+			 * receive's failure. Its event may come after another
+			 * receive's ECONNRESET (the events of messages that
+			 * completed before the reset wait in the queue while the
+			 * reset is found), so this holds after `err` too. */
 			e = errno;
 		}
 		last = realtime_ns();

@@ -23,7 +23,7 @@ static void fill(void)
 		struct ep *e = &eps[i];
 
 		e->c = &clients[i % NCLIENTS];
-		e->gid = i + 1;
+		e->sock_id = i + 1;
 		index_add_id(e);
 		/* libexs fds repeat across clients: the key is (client, sock) */
 		e->sock = i / NCLIENTS + 3;
@@ -31,8 +31,8 @@ static void fill(void)
 		index_add_sock(e);
 		if (i % 2) {
 			e->passive = true;
-			e->conn = 100000 + i;
-			index_add_conn(e);
+			e->req = 100000 + i;
+			index_add_req(e);
 		}
 	}
 }
@@ -48,10 +48,10 @@ START_TEST(many_entries)
 		ck_assert_ptr_eq(index_sock(e->c, e->sock), e);
 		ck_assert_ptr_null(index_sock(other, e->sock + NEPS));
 		if (i % 2) {
-			ck_assert_ptr_eq(index_conn(e->c, e->conn), e);
-			ck_assert_ptr_null(index_conn(other, e->conn));
+			ck_assert_ptr_eq(index_req(e->c, e->req), e);
+			ck_assert_ptr_null(index_req(other, e->req));
 		} else {
-			ck_assert_ptr_null(index_conn(e->c, 100000 + i));
+			ck_assert_ptr_null(index_req(e->c, 100000 + i));
 		}
 	}
 	/* the tables grew with their contents: chains stay short */
@@ -75,7 +75,7 @@ START_TEST(many_entries)
 		ck_assert_ptr_eq(index_id(i + 1), gone ? NULL : e);
 		ck_assert_ptr_eq(index_sock(e->c, e->sock), gone ? NULL : e);
 		if (i % 2)
-			ck_assert_ptr_eq(index_conn(e->c, e->conn), gone ? NULL : e);
+			ck_assert_ptr_eq(index_req(e->c, e->req), gone ? NULL : e);
 	}
 	/* a dead ep is not found; a socket that changes its fd moves */
 	eps[1].dead = true;
