@@ -172,8 +172,7 @@ static int new_conn(struct exs_sock *s, const char *dev, bool iwarp)
 		.busy_poll = s->fd_flags & EXS_FD_BUSYPOLL,
 	};
 
-	return exs_conn_create(s->fd, s->type, dev, iwarp, &cfg, (void *)(uintptr_t)s->id,
-			       &s->conn);
+	return exs_spare_take(s->fd, s->type, dev, iwarp, &cfg, (void *)(uintptr_t)s->id, &s->conn);
 }
 
 /* The passive side of connection request `rq` on a new socket for `ls`. */

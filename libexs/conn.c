@@ -83,6 +83,33 @@ static void set_link(struct exs_conn *c, enum exs_link_state st)
 int exs_conn_create(int fd, int type, const char *devname, bool iwarp,
 		    const struct exs_conn_cfg *cfg, void *cq_ctx, struct exs_conn **ret_conn)
 {
+	int err = ENODEV, ret;
+	struct exs_dev *d = exs_dev_get(devname, &err);
+
+	if (!d)
+		return -err;
+	ret = exs_conn_build(d, type, iwarp, cfg, ret_conn);
+	if (!ret)
+		exs_conn_adopt(*ret_conn, fd, cq_ctx, cfg->busy_poll);
+	return ret;
+}
+
+/* A socket takes connection `c` (new, or a spare built before it was
+ * needed): its completions are the socket's from now on. */
+void exs_conn_adopt(struct exs_conn *c, int fd, void *cq_ctx, bool busy_poll)
+{
+	c->fd = fd;
+	c->cq->cq_context = cq_ctx; /* what ibv_get_cq_event reports (progress.c) */
+	if (busy_poll) {
+		c->busy_poll = true;
+		EXS_COUNT(exs_g.nbusypoll, 1);
+		exs_progress_wake();
+	}
+}
+
+int exs_conn_build(struct exs_dev *dev, int type, bool iwarp, const struct exs_conn_cfg *cfg,
+		   struct exs_conn **ret_conn)
+{
 	uint32_t credits = cfg->credits;
 	struct exs_conn *c;
 	struct ibv_qp_init_attr qa;
@@ -93,14 +120,9 @@ int exs_conn_create(int fd, int type, const char *devname, bool iwarp,
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	c->fd = fd;
+	c->fd = -1;
 	c->seq = type == SOCK_SEQPACKET;
-	c->dev = exs_dev_get(devname, &err);
-	if (!c->dev) {
-		free(c);
-		return -err;
-	}
-	err = ENOMEM;
+	c->dev = dev;
 	c->iwarp = iwarp;
 	/* §7.3: the wish, lowered silently to what the device takes */
 	c->inline_max = cfg->inline_max < 0 || cfg->inline_max > c->dev->max_inline ?
@@ -171,7 +193,7 @@ int exs_conn_create(int fd, int type, const char *devname, bool iwarp,
 	qa.cap.max_send_wr = c->nsend + credits * c->max_writes + (c->sp_cap ? credits : 0) + 4;
 	qa.cap.max_recv_wr = c->nrecv;
 	/* room for every WR a flush of both queues returns */
-	c->cq = ibv_create_cq(c->dev->ctx, (int)(qa.cap.max_send_wr + qa.cap.max_recv_wr + 8), cq_ctx,
+	c->cq = ibv_create_cq(c->dev->ctx, (int)(qa.cap.max_send_wr + qa.cap.max_recv_wr + 8), NULL,
 			      c->dev->chan, 0);
 	if (!c->cq)
 		goto fail_errno;
@@ -185,11 +207,6 @@ int exs_conn_create(int fd, int type, const char *devname, bool iwarp,
 	c->qp = ibv_create_qp(c->dev->pd, &qa);
 	if (!c->qp)
 		goto fail_errno;
-	if (cfg->busy_poll) {
-		c->busy_poll = true;
-		EXS_COUNT(exs_g.nbusypoll, 1);
-		exs_progress_wake();
-	}
 	*ret_conn = c;
 	return 0;
 fail_errno:

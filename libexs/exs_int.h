@@ -8,6 +8,7 @@
  *     -> broker.c  the set-up that exsd brokers (bind, listen, connect,
  *                  accept, exsd's events and requests)
  *     -> sock.c    the fd table and each socket's life cycle (close, shutdown)
+ *     -> spare.c   connections built before a connect or accept needs them
  *     -> conn.c    one established connection: state machine and data path
  *     -> verbs.c (devices, memory), queue.c (event queues), ctl.c (the
  *        channel to exsd, which hands what it reads back to its caller)
@@ -368,6 +369,16 @@ struct exs_conn_cfg {
 };
 int exs_conn_create(int fd, int type, const char *dev, bool iwarp, const struct exs_conn_cfg *cfg,
 		    void *cq_ctx, struct exs_conn **ret_conn);
+/* exs_conn_create in two steps: build on a device (no lock needed; the
+ * connection belongs to no socket: fd -1, its CQ reports to nobody), then
+ * a socket adopts it (exs_g.lock held). */
+int exs_conn_build(struct exs_dev *dev, int type, bool iwarp, const struct exs_conn_cfg *cfg,
+		   struct exs_conn **ret_conn);
+void exs_conn_adopt(struct exs_conn *c, int fd, void *cq_ctx, bool busy_poll);
+/* spare.c: connections built before they are needed (exs_conn_create's
+ * arguments and result) */
+int exs_spare_take(int fd, int type, const char *dev, bool iwarp, const struct exs_conn_cfg *cfg,
+		   void *cq_ctx, struct exs_conn **ret_conn);
 void exs_conn_destroy(struct exs_conn *c);
 int exs_conn_modify(struct exs_conn *c, const ExsCtl__QpAttr *a);
 void exs_conn_await_hello(struct exs_conn *c);
