@@ -1276,30 +1276,51 @@ void exs_conn_shut_wr(struct exs_conn *c)
 	maybe_fin(c);
 }
 
+/* The abort is over: with the QP in error the device neither reads nor
+ * writes the operations' buffers any more, so they may end. */
+static void abort_finish(struct exs_conn *c)
+{
+	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_ERR };
+
+	exs_verbs_modify_qp(c->qp, &qa, IBV_QP_STATE, c->iwarp);
+	exs_conn_fail_all(c, ECONNABORTED);
+}
+
 /* An abortive close: what is started fails with ECONNABORTED, the peer
- * gets an ABORT in place of the FIN, and nothing more is taken from it. */
+ * gets an ABORT in place of the FIN, and nothing more is taken from it.
+ * Nothing more is placed either, but the writes of a send already placed
+ * are still the device's, and the peer may still be writing into an
+ * advertised receive: the operations end when the ABORT has completed
+ * (RC ordering: every write before it is done; then the QP goes to
+ * error), not at once (fuzz_peer: the device read a send's buffer after
+ * its ECONNABORTED had deregistered it). */
 void exs_conn_abort(struct exs_conn *c)
 {
 	bool was_reset = c->link == EXS_LINK_RESET;
 
-	exs_conn_fail_all(c, ECONNABORTED);
 	set_link(c, EXS_LINK_RESET);
+	c->sf_count = 0;
+	c->ad_count = 0;
 	/* before the peer's HELLO nothing went out: no ABORT to wait for */
 	if (!was_reset && c->tx < EXS_TX_FIN_SENT && !c->await_hello &&
-	    !post_ctl_type(c, EXS_WIRE_ABORT))
+	    !post_ctl_type(c, EXS_WIRE_ABORT)) {
 		set_tx(c, EXS_TX_ABORT_SENT);
-	else
-		set_tx(c, EXS_TX_DONE);
+		return;
+	}
+	set_tx(c, EXS_TX_DONE);
+	abort_finish(c);
 }
 
 /* A closing socket's deadline passed: abort what was never placed, or
  * stop waiting for a FIN/ABORT completion that never came. */
 void exs_conn_give_up(struct exs_conn *c)
 {
-	if (c->tx < EXS_TX_FIN_SENT)
+	if (c->tx < EXS_TX_FIN_SENT) {
 		exs_conn_abort(c);
-	else
-		set_tx(c, EXS_TX_DONE);
+		return;
+	}
+	set_tx(c, EXS_TX_DONE);
+	abort_finish(c);
 }
 
 /* Data arrived for receive `slot`. A STREAM receive with MSG_WAITALL
@@ -1741,8 +1762,12 @@ static void on_message(struct exs_conn *c, const struct exs_wire_msg *m)
 
 static void fin_completed(struct exs_conn *c)
 {
-	if (c->tx == EXS_TX_FIN_SENT || c->tx == EXS_TX_ABORT_SENT)
+	bool aborted = c->tx == EXS_TX_ABORT_SENT;
+
+	if (c->tx == EXS_TX_FIN_SENT || aborted)
 		set_tx(c, EXS_TX_DONE);
+	if (aborted)
+		abort_finish(c); /* what exs_conn_abort left to the ABORT */
 }
 
 static void on_wc(struct exs_conn *c, const struct ibv_wc *wc)
