@@ -895,11 +895,15 @@ static int send_eager(struct exs_conn *c)
  * pending send as an EAGER message into the peer's buffer, copied into the
  * next eager send buffer of the ring (free again: the peer returned its
  * credit, so the device is done with it). The send completes when its
- * last byte is copied. */
+ * last byte is copied, or, if its first bytes were placed into an advert
+ * (unsignalled RDMA WRITEs the device may not have read yet), when the
+ * chunk's SEND completes: the send queue completes in order (fuzz_peer:
+ * the buffer was handed back, and deregistered, before its writes ran). */
 static int send_chunk(struct exs_conn *c)
 {
 	uint32_t oi = c->sfifo[c->sf_head];
 	struct exs_op *op = &c->sop[oi];
+	bool written = op->done > 0; /* a send's one chunk is its last piece */
 	char *b = c->ebuf + (size_t)(c->e_next % c->alloc) * c->esz;
 	size_t left = op->len - op->done;
 	uint32_t n = left < c->sb_chunk ? (uint32_t)left : c->sb_chunk;
@@ -914,7 +918,7 @@ static int send_chunk(struct exs_conn *c)
 	memcpy(b, &h, sizeof(h));
 	op_gather(op, op->done, b + sizeof(h), n);
 	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = WR_ID(WR_EAGER, UINT32_MAX);
+	wr.wr_id = WR_ID(WR_EAGER, written ? oi : UINT32_MAX);
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_SEND;
@@ -932,7 +936,8 @@ static int send_chunk(struct exs_conn *c)
 	if (op->done == op->len) {
 		c->sf_head = (c->sf_head + 1) % c->alloc;
 		c->sf_count--;
-		op_complete(c, op, 0, op->len, 0);
+		if (!written)
+			op_complete(c, op, 0, op->len, 0);
 	}
 	return 0;
 }

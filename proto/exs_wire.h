@@ -151,7 +151,8 @@
  *    new receive takes kept bytes first and is advertised (as above) only
  *    if it still wants data. A chunk's credit is returned once its bytes
  *    are all read, as in part 3. A send completes when its last byte is
- *    placed or copied into a chunk.
+ *    placed or copied into a chunk (one whose first bytes were placed
+ *    completes with its chunk's SEND, after their writes: no wire change).
  *
  * 5. Scatter/gather (exs_sendmsg, exs_recvmsg; no new message, no new
  *    version: a peer cannot tell a gathered send from any other). The

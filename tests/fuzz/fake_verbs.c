@@ -24,6 +24,7 @@
  * This is a fuzzing tool, never evidence that a feature works.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -598,8 +599,11 @@ static uint32_t gather(const struct fv_swr *w)
 
 		if (s->length > sizeof(gather_buf) - off)
 			bug("a send WR longer than the port's max_msg_sz");
-		if (!mr_find(s->lkey, s->addr, s->length, 0))
+		if (!mr_find(s->lkey, s->addr, s->length, 0)) {
+			fprintf(stderr, "fake_verbs: opcode %d, SGE %d of %d: %#" PRIx64 " +%u lkey %#x\n",
+				w->opcode, i, w->nsge, s->addr, s->length, s->lkey);
 			bug("a send WR's SGE outside the registration of its lkey");
+		}
 		memcpy(gather_buf + off, (void *)(uintptr_t)s->addr, s->length);
 		off += s->length;
 	}
