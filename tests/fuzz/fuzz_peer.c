@@ -63,6 +63,7 @@ static __attribute__((noreturn)) void fail(const char *what)
 struct win {
 	uint64_t addr;
 	uint32_t len, rkey, used;
+	uint32_t at; /* the peer's messages sent before it */
 	uint16_t slot;
 	bool waitall, live;
 };
@@ -73,6 +74,12 @@ struct peer {
 	unsigned nads;
 	struct win win[NWIN]; /* the peer's own adverts */
 	unsigned nwin;
+	uint32_t nmsg; /* messages the peer sent */
+	struct { /* the peer's UNADVERTs not yet answered, oldest first */
+		uint16_t slot;
+		uint32_t at;
+	} unadv[NWIN];
+	unsigned nunadv;
 	bool over;	 /* libexs sent FIN, ABORT or RDSHUT_ACK: no more writes */
 	uint32_t chunks; /* EAGERs from libexs */
 	uint32_t sends;	 /* SENDs from libexs */
@@ -110,8 +117,17 @@ static void win_open(struct peer *p, const struct exs_wire_msg *m)
 		p->nwin--;
 	}
 	w = &p->win[p->nwin++];
-	*w = (struct win){ .addr = m->addr, .len = m->len, .rkey = m->rkey, .slot = m->slot,
-			   .waitall = m->flags & EXS_WIRE_ADV_WAITALL, .live = true };
+	*w = (struct win){ .addr = m->addr, .len = m->len, .rkey = m->rkey, .at = p->nmsg,
+			   .slot = m->slot, .waitall = m->flags & EXS_WIRE_ADV_WAITALL, .live = true };
+}
+
+/* The peer sends an UNADVERT for `slot`. */
+static void unadv_note(struct peer *p, uint16_t slot)
+{
+	if (p->nunadv == NWIN)
+		return;
+	p->unadv[p->nunadv].slot = slot;
+	p->unadv[p->nunadv++].at = p->nmsg;
 }
 
 static bool in_window(const struct peer *p, const struct fv_wr *wr)
@@ -170,7 +186,23 @@ static int peer_take(void *arg, const struct fv_wr *wr)
 		win_close(p, m.slot, m.len);
 		break;
 	case EXS_WIRE_UNADVERT_ACK:
-		win_close(p, m.slot, UINT32_MAX);
+		/* libexs answers every UNADVERT in order, even one for no
+		 * advert: the ACK ends a window only if it came before its
+		 * UNADVERT */
+		for (unsigned i = 0; i < p->nunadv; i++) {
+			if (p->unadv[i].slot != m.slot)
+				continue;
+			for (unsigned j = 0; j < p->nwin; j++)
+				if (p->win[j].live && p->win[j].slot == m.slot &&
+				    p->win[j].at < p->unadv[i].at) {
+					p->win[j].live = false;
+					break;
+				}
+			memmove(&p->unadv[i], &p->unadv[i + 1],
+				(p->nunadv - i - 1) * sizeof(p->unadv[0]));
+			p->nunadv--;
+			break;
+		}
 		break;
 	case EXS_WIRE_FIN:
 	case EXS_WIRE_ABORT:
@@ -399,7 +431,10 @@ static void peer_msg(struct peer *p, struct exs_conn *c, const struct exs_wire_m
 	      m->version, m->type, m->slot, m->addr, m->rkey, m->len, m->seq, m->flags);
 	if (m->type == EXS_WIRE_ADVERT)
 		win_open(p, m);
-	fv_peer_send(c->qp, m, sizeof(*m));
+	if (m->type == EXS_WIRE_UNADVERT)
+		unadv_note(p, m->slot);
+	if (fv_peer_send(c->qp, m, sizeof(*m)))
+		p->nmsg++;
 }
 
 static size_t xfer_len(struct in *in)
@@ -573,8 +608,11 @@ static void step(struct in *in, struct peer *p)
 		memcpy(&m, buf, sizeof(m));
 		if (len == sizeof(m) && m.type == EXS_WIRE_ADVERT)
 			win_open(p, &m); /* an advert all the same */
+		if (len == sizeof(m) && m.type == EXS_WIRE_UNADVERT)
+			unadv_note(p, m.slot);
 		TRACE("peer sends %u raw bytes\n", len);
-		fv_peer_send(c->qp, buf, len);
+		if (fv_peer_send(c->qp, buf, len))
+			p->nmsg++;
 		break;
 	}
 	case 13: /* the transport gives up */
