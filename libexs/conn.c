@@ -420,17 +420,17 @@ static uint16_t take_owed(struct exs_conn *c)
 	return n;
 }
 
-/* SEND the control message in send slot i. Only a DONE (it completes a
- * send), a FIN or ABORT (the close waits for it), one in every quarter of
- * the slots, and every one while fewer than a quarter are free (to free
- * those before it) ask for a completion: each completion costs a wake-up
- * of whoever sleeps on the CQ. */
+/* SEND the control message in send slot i. Only a DONE or another
+ * message whose completion ends a send, a FIN or ABORT (the close waits
+ * for it), one in every quarter of the slots, and every one while fewer
+ * than a quarter are free (to free those before it) ask for a completion:
+ * each completion costs a wake-up of whoever sleeps on the CQ. */
 static int post_slot(struct exs_conn *c, uint32_t i)
 {
 	struct exs_wire_msg *m = &c->msg[i];
 	struct ibv_sge sge;
 	struct ibv_send_wr wr;
-	bool sig = m->type == EXS_WIRE_DONE || m->type == EXS_WIRE_FIN ||
+	bool sig = m->type == EXS_WIRE_DONE || c->ctl_op[i] >= 0 || m->type == EXS_WIRE_FIN ||
 		   m->type == EXS_WIRE_ABORT || c->ctl_unsig + 1 >= c->nsend / 4 ||
 		   c->nctl_free < c->nsend / 4;
 	int ret;
@@ -1437,15 +1437,25 @@ void exs_conn_tick(struct exs_conn *c, uint64_t now)
 /* The peer shut its read side: what we have not placed never will be. */
 static void peer_shut_rd(struct exs_conn *c)
 {
+	int32_t placing = -1;
+
 	if (c->tx == EXS_TX_OPEN)
 		set_tx(c, EXS_TX_REFUSED);
 	c->ad_count = 0;
 	while (c->sf_count) {
-		op_complete(c, &c->sop[c->sfifo[c->sf_head]], EPIPE, 0, 0);
+		uint32_t oi = c->sfifo[c->sf_head];
+
+		/* the oldest send may be placed in part: its writes are the
+		 * device's until the ACK after them completes (fuzz_peer: its
+		 * buffer was deregistered before they ran) */
+		if (c->sop[oi].done)
+			placing = (int32_t)oi;
+		else
+			op_complete(c, &c->sop[oi], EPIPE, 0, 0);
 		c->sf_head = (c->sf_head + 1) % c->alloc;
 		c->sf_count--;
 	}
-	if (post_ctl_type(c, EXS_WIRE_RDSHUT_ACK))
+	if (post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_RDSHUT_ACK }, placing))
 		exs_conn_break(c, ECONNRESET);
 }
 
@@ -1839,9 +1849,9 @@ static void on_wc(struct exs_conn *c, const struct ibv_wc *wc)
 		if (!ctl_done(c, i))
 			break;
 		m = c->msg[i];
-		if (m.type == EXS_WIRE_DONE && c->ctl_op[i] >= 0 &&
-		    c->sop[c->ctl_op[i]].kind == EXS_EVT_SEND)
-			op_complete(c, &c->sop[c->ctl_op[i]], 0, c->sop[c->ctl_op[i]].len, 0);
+		if (c->ctl_op[i] >= 0 && c->sop[c->ctl_op[i]].kind == EXS_EVT_SEND)
+			op_complete(c, &c->sop[c->ctl_op[i]], m.type == EXS_WIRE_DONE ? 0 : EPIPE,
+				    m.type == EXS_WIRE_DONE ? c->sop[c->ctl_op[i]].len : 0, 0);
 		if (m.type == EXS_WIRE_FIN || m.type == EXS_WIRE_ABORT)
 			fin_completed(c);
 		break;
