@@ -225,15 +225,15 @@ struct app_op {
 	size_t len;
 };
 
-static struct app_op ops[MAX_OPS];
-static unsigned nops;
+static struct app_op ops[MAX_OPS + 1]; /* the last: finish()'s close */
+static unsigned nops, op_cap;
 static exs_qhandle_t qh = EXS_QHANDLE_INVALID;
 
 static int start_op(int kind, int fd, size_t len)
 {
 	struct app_op *o;
 
-	if (nops == MAX_OPS)
+	if (nops >= op_cap)
 		return -1;
 	o = &ops[nops];
 	*o = (struct app_op){ .kind = kind, .fd = fd, .len = len };
@@ -634,6 +634,7 @@ static void finish(struct peer *p)
 {
 	int i, round;
 
+	op_cap = MAX_OPS + 1;
 	if ((i = start_op(EXS_EVT_CLOSE, p->fd, 0)) >= 0 &&
 	    exs_close(p->fd, 0, qh, ah_of(i)))
 		op_refused(i); /* closed already */
@@ -667,6 +668,7 @@ static void round_trip(void)
 	int r, s;
 
 	nops = 0;
+	op_cap = MAX_OPS;
 	p.fd = conn_open(&su);
 	if (p.fd < 0)
 		fail("a clean set-up refused");
@@ -744,6 +746,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	su.sp_max = k & 32 ? u32(&in) : u16(&in) % 5000;
 	su.stream_buf = k & 64 ? u32(&in) : u16(&in) % 9000;
 	nops = 0;
+	op_cap = MAX_OPS;
 	p.fd = conn_open(&su);
 	if (p.fd >= 0) {
 		for (steps = 0; steps < MAX_STEPS && in.n; steps++)
