@@ -45,7 +45,7 @@
 #define MAX_OPS 64
 #define MAX_STEPS 256
 #define NADS 32
-#define NWIN 64
+#define NWIN (MAX_STEPS + 1) /* each step sends one advert at most: never full */
 
 /* FUZZ_PEER_TRACE set: each step is written to stderr (to read a finding) */
 static bool trace;
@@ -108,14 +108,8 @@ static void win_open(struct peer *p, const struct exs_wire_msg *m)
 {
 	struct win *w;
 
-	if (p->nwin == NWIN) { /* forget the oldest dead one, or the oldest */
-		unsigned i;
-
-		for (i = 0; i < NWIN - 1 && p->win[i].live; i++)
-			;
-		memmove(&p->win[i], &p->win[i + 1], (NWIN - 1 - i) * sizeof(p->win[0]));
-		p->nwin--;
-	}
+	if (p->nwin == NWIN)
+		fail("the harness's window list is full");
 	w = &p->win[p->nwin++];
 	*w = (struct win){ .addr = m->addr, .len = m->len, .rkey = m->rkey, .at = p->nmsg,
 			   .slot = m->slot, .waitall = m->flags & EXS_WIRE_ADV_WAITALL, .live = true };
