@@ -437,17 +437,17 @@ static uint16_t take_owed(struct exs_conn *c)
 	return n;
 }
 
-/* SEND the control message in send slot i. Only a DONE (it completes a
- * send), a FIN or ABORT (the close waits for it), one in every quarter of
- * the slots, and every one while fewer than a quarter are free (to free
- * those before it) ask for a completion: each completion costs a wake-up
- * of whoever sleeps on the CQ. */
+/* SEND the control message in send slot i. Only a DONE or another
+ * message whose completion ends a send, a FIN or ABORT (the close waits
+ * for it), one in every quarter of the slots, and every one while fewer
+ * than a quarter are free (to free those before it) ask for a completion:
+ * each completion costs a wake-up of whoever sleeps on the CQ. */
 static int post_slot(struct exs_conn *c, uint32_t i)
 {
 	struct exs_wire_msg *m = &c->msg[i];
 	struct ibv_sge sge;
 	struct ibv_send_wr wr;
-	bool sig = m->type == EXS_WIRE_DONE || m->type == EXS_WIRE_FIN ||
+	bool sig = m->type == EXS_WIRE_DONE || c->ctl_op[i] >= 0 || m->type == EXS_WIRE_FIN ||
 		   m->type == EXS_WIRE_ABORT || c->ctl_unsig + 1 >= c->nsend / 4 ||
 		   c->nctl_free < c->nsend / 4;
 	int ret;
@@ -912,11 +912,15 @@ static int send_eager(struct exs_conn *c)
  * pending send as an EAGER message into the peer's buffer, copied into the
  * next eager send buffer of the ring (free again: the peer returned its
  * credit, so the device is done with it). The send completes when its
- * last byte is copied. */
+ * last byte is copied, or, if its first bytes were placed into an advert
+ * (unsignalled RDMA WRITEs the device may not have read yet), when the
+ * chunk's SEND completes: the send queue completes in order (fuzz_peer:
+ * the buffer was handed back, and deregistered, before its writes ran). */
 static int send_chunk(struct exs_conn *c)
 {
 	uint32_t oi = c->sfifo[c->sf_head];
 	struct exs_op *op = &c->sop[oi];
+	bool written = op->done > 0; /* a send's one chunk is its last piece */
 	char *b = c->ebuf + (size_t)(c->e_next % c->alloc) * c->esz;
 	size_t left = op->len - op->done;
 	uint32_t n = left < c->sb_chunk ? (uint32_t)left : c->sb_chunk;
@@ -931,7 +935,7 @@ static int send_chunk(struct exs_conn *c)
 	memcpy(b, &h, sizeof(h));
 	op_gather(op, op->done, b + sizeof(h), n);
 	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = WR_ID(WR_EAGER, UINT32_MAX);
+	wr.wr_id = WR_ID(WR_EAGER, written ? oi : UINT32_MAX);
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_SEND;
@@ -949,7 +953,8 @@ static int send_chunk(struct exs_conn *c)
 	if (op->done == op->len) {
 		c->sf_head = (c->sf_head + 1) % c->alloc;
 		c->sf_count--;
-		op_complete(c, op, 0, op->len, 0);
+		if (!written)
+			op_complete(c, op, 0, op->len, 0);
 	}
 	return 0;
 }
@@ -1293,30 +1298,51 @@ void exs_conn_shut_wr(struct exs_conn *c)
 	maybe_fin(c);
 }
 
+/* The abort is over: with the QP in error the device neither reads nor
+ * writes the operations' buffers any more, so they may end. */
+static void abort_finish(struct exs_conn *c)
+{
+	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_ERR };
+
+	exs_verbs_modify_qp(c->qp, &qa, IBV_QP_STATE, c->iwarp);
+	exs_conn_fail_all(c, ECONNABORTED);
+}
+
 /* An abortive close: what is started fails with ECONNABORTED, the peer
- * gets an ABORT in place of the FIN, and nothing more is taken from it. */
+ * gets an ABORT in place of the FIN, and nothing more is taken from it.
+ * Nothing more is placed either, but the writes of a send already placed
+ * are still the device's, and the peer may still be writing into an
+ * advertised receive: the operations end when the ABORT has completed
+ * (RC ordering: every write before it is done; then the QP goes to
+ * error), not at once (fuzz_peer: the device read a send's buffer after
+ * its ECONNABORTED had deregistered it). */
 void exs_conn_abort(struct exs_conn *c)
 {
 	bool was_reset = c->link == EXS_LINK_RESET;
 
-	exs_conn_fail_all(c, ECONNABORTED);
 	set_link(c, EXS_LINK_RESET);
+	c->sf_count = 0;
+	c->ad_count = 0;
 	/* before the peer's HELLO nothing went out: no ABORT to wait for */
 	if (!was_reset && c->tx < EXS_TX_FIN_SENT && !c->await_hello &&
-	    !post_ctl_type(c, EXS_WIRE_ABORT))
+	    !post_ctl_type(c, EXS_WIRE_ABORT)) {
 		set_tx(c, EXS_TX_ABORT_SENT);
-	else
-		set_tx(c, EXS_TX_DONE);
+		return;
+	}
+	set_tx(c, EXS_TX_DONE);
+	abort_finish(c);
 }
 
 /* A closing socket's deadline passed: abort what was never placed, or
  * stop waiting for a FIN/ABORT completion that never came. */
 void exs_conn_give_up(struct exs_conn *c)
 {
-	if (c->tx < EXS_TX_FIN_SENT)
+	if (c->tx < EXS_TX_FIN_SENT) {
 		exs_conn_abort(c);
-	else
-		set_tx(c, EXS_TX_DONE);
+		return;
+	}
+	set_tx(c, EXS_TX_DONE);
+	abort_finish(c);
 }
 
 /* Data arrived for receive `slot`. A STREAM receive with MSG_WAITALL
@@ -1428,15 +1454,25 @@ void exs_conn_tick(struct exs_conn *c, uint64_t now)
 /* The peer shut its read side: what we have not placed never will be. */
 static void peer_shut_rd(struct exs_conn *c)
 {
+	int32_t placing = -1;
+
 	if (c->tx == EXS_TX_OPEN)
 		set_tx(c, EXS_TX_REFUSED);
 	c->ad_count = 0;
 	while (c->sf_count) {
-		op_complete(c, &c->sop[c->sfifo[c->sf_head]], EPIPE, 0, 0);
+		uint32_t oi = c->sfifo[c->sf_head];
+
+		/* the oldest send may be placed in part: its writes are the
+		 * device's until the ACK after them completes (fuzz_peer: its
+		 * buffer was deregistered before they ran) */
+		if (c->sop[oi].done)
+			placing = (int32_t)oi;
+		else
+			op_complete(c, &c->sop[oi], EPIPE, 0, 0);
 		c->sf_head = (c->sf_head + 1) % c->alloc;
 		c->sf_count--;
 	}
-	if (post_ctl_type(c, EXS_WIRE_RDSHUT_ACK))
+	if (post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_RDSHUT_ACK }, placing))
 		exs_conn_break(c, ECONNRESET);
 }
 
@@ -1758,8 +1794,12 @@ static void on_message(struct exs_conn *c, const struct exs_wire_msg *m)
 
 static void fin_completed(struct exs_conn *c)
 {
-	if (c->tx == EXS_TX_FIN_SENT || c->tx == EXS_TX_ABORT_SENT)
+	bool aborted = c->tx == EXS_TX_ABORT_SENT;
+
+	if (c->tx == EXS_TX_FIN_SENT || aborted)
 		set_tx(c, EXS_TX_DONE);
+	if (aborted)
+		abort_finish(c); /* what exs_conn_abort left to the ABORT */
 }
 
 static void on_wc(struct exs_conn *c, const struct ibv_wc *wc)
@@ -1826,9 +1866,9 @@ static void on_wc(struct exs_conn *c, const struct ibv_wc *wc)
 		if (!ctl_done(c, i))
 			break;
 		m = c->msg[i];
-		if (m.type == EXS_WIRE_DONE && c->ctl_op[i] >= 0 &&
-		    c->sop[c->ctl_op[i]].kind == EXS_EVT_SEND)
-			op_complete(c, &c->sop[c->ctl_op[i]], 0, c->sop[c->ctl_op[i]].len, 0);
+		if (c->ctl_op[i] >= 0 && c->sop[c->ctl_op[i]].kind == EXS_EVT_SEND)
+			op_complete(c, &c->sop[c->ctl_op[i]], m.type == EXS_WIRE_DONE ? 0 : EPIPE,
+				    m.type == EXS_WIRE_DONE ? c->sop[c->ctl_op[i]].len : 0, 0);
 		if (m.type == EXS_WIRE_FIN || m.type == EXS_WIRE_ABORT)
 			fin_completed(c);
 		break;

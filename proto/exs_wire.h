@@ -74,8 +74,9 @@
  *      one, and an FPDU that reaches the initiator before its MPA reply is
  *      processed fails the connection there (siw: CONNECT_ERROR EINVAL).
  *    - RDSHUT: exs_shutdown(SHUT_RD); the receiver of it drops the adverts
- *      it holds, fails its unplaced and future sends with EPIPE and
- *      answers RDSHUT_ACK, after which it writes nothing more. On the ACK
+ *      it holds, fails its unplaced and future sends with EPIPE (one
+ *      placed in part once the ACK, posted after its writes, completes)
+ *      and answers RDSHUT_ACK, after which it writes nothing more. On the ACK
  *      the shut side completes its waiting receives with what they hold
  *      (length 0: EOF). Receives started after SHUT_RD are EOFs at once.
  *    - UNADVERT {slot}: exs_cancel of a receive whose ADVERT went out. The
@@ -151,7 +152,8 @@
  *    new receive takes kept bytes first and is advertised (as above) only
  *    if it still wants data. A chunk's credit is returned once its bytes
  *    are all read, as in part 3. A send completes when its last byte is
- *    placed or copied into a chunk.
+ *    placed or copied into a chunk (one whose first bytes were placed
+ *    completes with its chunk's SEND, after their writes: no wire change).
  *
  * 5. Scatter/gather (exs_sendmsg, exs_recvmsg; no new message, no new
  *    version: a peer cannot tell a gathered send from any other). The

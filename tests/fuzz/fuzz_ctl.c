@@ -27,6 +27,7 @@
 
 #include "exsd.h"
 #include "fake_rdmacm.h"
+#include "fuzz_input.h"
 
 #define MAX_CLIENTS 4
 
@@ -59,31 +60,6 @@ int qp_check_owner(struct client *c, uint32_t sock, struct rdma_cm_id *id, uint3
 	(void)sock;
 	(void)id;
 	return qpn % 4 ? 0 : -EPERM;
-}
-
-/* ---- the input */
-
-struct in {
-	const uint8_t *p;
-	size_t n;
-};
-
-static uint8_t u8(struct in *in)
-{
-	if (!in->n)
-		return 0;
-	in->n--;
-	return *in->p++;
-}
-
-static uint32_t u16(struct in *in)
-{
-	return u8(in) | (uint32_t)u8(in) << 8;
-}
-
-static uint32_t u32(struct in *in)
-{
-	return u16(in) | u16(in) << 16;
 }
 
 /* ---- driving exsd */
