@@ -126,6 +126,7 @@ void limits_put_port(struct uid_use *u);
 int proc_status_parse(FILE *f, const char *key, int base, uint64_t *ret);
 int proc_status_field(pid_t pid, const char *key, int base, uint64_t *ret);
 bool proc_has_cap(pid_t pid, unsigned cap);
+bool proc_is_thread_of(pid_t pid, pid_t tid);
 
 struct client;
 

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
- * What exsd reads of a client process in /proc/PID/status: its effective
- * capabilities (ports below 1024) and, for a thread the kernel names as a
- * QP's owner, its thread group (QP ownership).
+ * What exsd reads of a client process in /proc: its effective capabilities
+ * (ports below 1024) and, for a thread the kernel names as a QP's owner,
+ * whether it is one of the client's threads (QP ownership).
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "exsd.h"
 
@@ -53,4 +54,14 @@ bool proc_has_cap(pid_t pid, unsigned cap)
 	uint64_t eff = 0;
 
 	return !proc_status_field(pid, "CapEff", 16, &eff) && cap < 64 && (eff >> cap & 1);
+}
+
+/* Whether task `tid` is a thread of process `pid`: one path lookup, where
+ * /proc/TID/status has the kernel format some fifty fields. */
+bool proc_is_thread_of(pid_t pid, pid_t tid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)pid, (int)tid);
+	return !access(path, F_OK);
 }

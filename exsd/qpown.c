@@ -7,9 +7,9 @@
  * it; RDMA netlink (nldev, RES_QP_GET) reports its pid.
  *
  * What the kernel reports is the pid of the creating *thread*, as seen from
- * exsd's pid namespace (libexs creates its QPs in its progress thread), so
- * it is mapped to its thread group through /proc/PID/status before it is
- * compared with the client's SO_PEERCRED pid (a tgid). exsd's /proc must
+ * exsd's pid namespace (libexs creates its QPs in its progress thread and
+ * its exs-spare thread), so it passes when it is the client's SO_PEERCRED
+ * pid (a tgid) or one of that process's threads (/proc/PID/task/TID). exsd's /proc must
  * belong to exsd's pid namespace, as it does in a normal system or service.
  *
  * One QP is first asked for alone (a doit request: device, port, QP
@@ -196,14 +196,17 @@ int qp_owner(uint32_t dev_index, uint32_t port, uint32_t qpn, pid_t *pid)
 {
 	struct timeval tv = { .tv_sec = QPOWN_TIMEOUT_MS / 1000,
 			      .tv_usec = (QPOWN_TIMEOUT_MS % 1000) * 1000 };
+	static int fd = -1; /* kept: three system calls less per question */
 	struct qp_query q = { .qpn = qpn };
 	struct nl_req r;
-	int fd, ret = 0;
+	int ret = 0;
 
-	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_RDMA);
-	if (fd < 0)
-		return -errno;
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (fd < 0) {
+		fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_RDMA);
+		if (fd < 0)
+			return -errno;
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	}
 	if (port) {
 		request(&r, NLM_F_ACK, dev_index);
 		put_u32(&r, RDMA_NLDEV_ATTR_PORT_INDEX, port);
@@ -219,7 +222,10 @@ int qp_owner(uint32_t dev_index, uint32_t port, uint32_t qpn, pid_t *pid)
 		q.found = false;
 		ret = ask(fd, &q, &r);
 	}
-	close(fd);
+	if (ret && ret != -ENOENT) { /* a late answer must not meet the next question */
+		close(fd);
+		fd = -1;
+	}
 	if (ret)
 		return ret;
 	if (!q.found)
@@ -251,11 +257,11 @@ int qp_check_owner(struct client *c, uint32_t sock, struct rdma_cm_id *id, uint3
 		ret = -ENODEV;
 	} else {
 		ret = qp_owner((uint32_t)index, id->port_num, qpn, &owner);
+		if (!ret && owner > 0 && (owner == c->pid || proc_is_thread_of(c->pid, owner)))
+			return 0;
 		if (!ret && owner > 0)
-			tgid = owner == c->pid ? owner : tgid_of(owner);
+			tgid = tgid_of(owner); /* for the warning */
 	}
-	if (!ret && owner > 0 && tgid == c->pid)
-		return 0;
 	if (ret && ret != -ENOENT)
 		exsd_log(LOG_ERR, "client %u (%s, pid %d) sock %u: cannot ask the kernel who owns QP %u on %s (%s): refused",
 			 c->id, c->comm, (int)c->pid, sock, qpn, dev, strerror(-ret));
