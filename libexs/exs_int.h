@@ -65,8 +65,8 @@
  * from, operations at once */
 #define EXS_SF_WINDOW ((size_t)16 << 20)
 #define EXS_SF_DEPTH 4
-#define EXS_SF_BOUNCE ((size_t)1 << 20)
-#define EXS_SF_ZERO ((size_t)4 << 20) /* a file's holes are sent from this many zeros */
+#define EXS_SF_BOUNCE ((size_t)256 << 10)
+#define EXS_SF_ZERO ((size_t)1 << 20) /* a file's holes are sent from this many zeros */
 #define EXS_MAX_SENDFILES 64
 
 static inline int exs_err(int e)

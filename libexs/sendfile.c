@@ -402,16 +402,19 @@ static int sf_file_window(struct exs_sf *sf, struct sf_elem *e, int k, size_t po
 		if (hole) {
 			/* read as zeros, and sent as zeros: nothing of it is
 			 * read, mapped or pinned (a hole of tmpfs would fill) */
-			if ((ret = sf_area(EXS_SF_ZERO, &sf->zero, &sf->zero_m)))
-				return ret;
 			if (*len > EXS_SF_ZERO)
 				*len = EXS_SF_ZERO;
-			return sf_issue(sf, k, sf->zero, *len, sf->zero_m->h);
+			ret = sf_area(EXS_SF_ZERO, &sf->zero, &sf->zero_m);
+			if (!ret && !(ret = sf_issue(sf, k, sf->zero, *len, sf->zero_m->h)))
+				return 0;
+			if (!sf_copy_helps(-ret))
+				return ret;
+			goto copy;
 		}
 		sl->map_len = *len + skew;
 		sl->map = mmap(NULL, sl->map_len, PROT_READ, MAP_SHARED, e->fd, at - (off_t)skew);
 		if (sl->map != MAP_FAILED) {
-			madvise(sl->map, sl->map_len, MADV_SEQUENTIAL | MADV_WILLNEED);
+			madvise(sl->map, sl->map_len, MADV_WILLNEED); /* read ahead */
 			ret = sf_issue(sf, k, (char *)sl->map + skew, *len,
 				       EXS_MHANDLE_UNREGISTERED);
 			if (!ret)
@@ -423,6 +426,7 @@ static int sf_file_window(struct exs_sf *sf, struct sf_elem *e, int k, size_t po
 		} else {
 			sl->map = NULL;
 		}
+copy:
 		e->map = false; /* the rest of it is copied */
 	}
 	if ((ret = sf_area((size_t)EXS_SF_DEPTH * EXS_SF_BOUNCE, &sf->bounce, &sf->bounce_m)))

@@ -1181,8 +1181,24 @@ static void sf_bad_args(int a, int seq, int fresh, int file, const char *path, e
 	       "exs_sendfile: failed calls leave no event behind");
 }
 
+/* kB of this process's memory pinned by RDMA registrations (VmPin), or -1 */
+static long vm_pinned(void)
+{
+	char line[128];
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmPin: %ld", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb;
+}
+
 static void sendfiles(void)
 {
+	long pinned = vm_pinned();
 	exs_qhandle_t q = exs_qcreate(8);
 	size_t rlen = 2 * SF_FILE + 4096;
 	char *data = malloc(SF_FILE), *mem = malloc(1 << 20), *exp = malloc(rlen),
@@ -1341,6 +1357,12 @@ static void sendfiles(void)
 	free(mem);
 	free(exp);
 	free(rb);
+	/* every window, bounce buffer and zero buffer let go of its pages */
+	long now_pinned = vm_pinned();
+
+	report(pinned >= 0 && now_pinned <= pinned, "11.2.11",
+	       "exs_sendfile: nothing left pinned after the section (VmPin %ld kB, before %ld kB)",
+	       now_pinned, pinned);
 }
 
 /* ---- §4.4, §4.5: closing and half-closing */
