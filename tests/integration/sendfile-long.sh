@@ -3,8 +3,8 @@
 # The long two-host exs_sendfile test (vm_sendfile_long, label "long"): a
 # sparse file of 1.25 GiB (past UNH EXS's 1 GiB limit) from guest a to
 # guest b over rxe and siw, every byte checked, with its time and rate
-# (measured under TCG, two loaded guests: 7.3 MB/s on rxe, 183 s; 4.1 MB/s
-# on siw, 328 s; about 10 minutes in all).
+# (measured under TCG, two guests on a loaded host, two runs: 7.3-7.9 MB/s
+# on rxe, 170-183 s; 3.8-4.1 MB/s on siw, 328-349 s; about 10 minutes).
 # vm_two_hosts runs the same with 64 MiB, and compares with exs_send.
 set -u
 . "$(dirname "$0")/lib.sh"
