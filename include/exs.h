@@ -13,6 +13,7 @@
 #define EXS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -193,6 +194,36 @@ ssize_t exs_sendmsg(int fd, const struct msghdr *msg, int send_flags, exs_qhandl
 		    exs_ahandle_t ahandle, const exs_mhandle_t *mhandles);
 ssize_t exs_recvmsg(int fd, struct msghdr *msg, int recv_flags, exs_qhandle_t qhandle,
 		    exs_ahandle_t ahandle, const exs_mhandle_t *mhandles);
+
+/*
+ * exs_sendfile (exs_sendfile(3)): the bytes of 1..EXS_SENDVEC_MAX elements,
+ * in order, as one stream of data (SOCK_STREAM only). The names follow the
+ * ES-API guide; the layout (after Solaris sendfilev) is this library's.
+ * exs_sfv_type says which member of exs_sfv_u is valid; exs_sfv_off is an
+ * offset into the file (or into the memory of an exs_iov element) and
+ * exs_sfv_len a length of at least 1 byte. The completion is
+ * EXS_EVT_SENDFILE, its exs_evt_buffer is `sendvec`.
+ */
+#define EXS_SENDVEC_MAX 64
+#define EXS_SFV_FD 1   /* exs_fd: an open file, read from exs_sfv_off */
+#define EXS_SFV_IOV 2  /* exs_iov: memory, registered or not */
+#define EXS_SFV_PATH 3 /* exs_pathv: a file the library opens and closes */
+union exs_xfvec {
+	int exs_fd;
+	struct exs_sfv_iov {
+		const void *exs_base;
+		exs_mhandle_t exs_mhandle; /* covering it, or EXS_MHANDLE_UNREGISTERED */
+	} exs_iov;
+	const char *exs_pathv;
+};
+struct exs_sendfilevec {
+	int exs_sfv_type;
+	union exs_xfvec exs_sfv_u;
+	int64_t exs_sfv_off; /* not off_t: the layout must not depend on _FILE_OFFSET_BITS */
+	size_t exs_sfv_len;
+};
+ssize_t exs_sendfile(int fd, const struct exs_sendfilevec *sendvec, int sendvec_cnt,
+		     int send_flags, exs_qhandle_t qhandle, exs_ahandle_t ahandle);
 
 int exs_fcntl(int fd, int command, ...);
 

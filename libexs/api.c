@@ -570,25 +570,6 @@ static void xfer_cancelled(void *arg)
 	block_end(w->q, w->pq, -ECANCELED, NULL);
 }
 
-/* The registration mh names if it covers [p, p + len) for this kind of
- * call (NULL for EXS_MHANDLE_UNREGISTERED), else -EINVAL (lock held). */
-static int mreg_covering(exs_mhandle_t mh, const char *p, size_t len, int kind,
-			 struct exs_mreg **ret_m)
-{
-	struct exs_mreg *m;
-
-	if (mh == EXS_MHANDLE_UNREGISTERED) {
-		*ret_m = NULL;
-		return 0;
-	}
-	m = exs_mreg_get(mh);
-	if (!m || p < m->addr || p + len > m->addr + m->len ||
-	    (kind == EXS_EVT_RECV && (m->flags & EXS_MRF_RECV_DISABLE)))
-		return -EINVAL;
-	*ret_m = m;
-	return 0;
-}
-
 /* The op's registrations, from mh (one buffer) or mh[i] for element i;
  * a receive's elements are checked only: its bounce buffer is what the
  * device writes (lock held). */
@@ -599,11 +580,11 @@ static int xfer_mem(struct exs_op *op, const exs_mhandle_t *mh)
 	int ret;
 
 	if (!op->nseg)
-		return mreg_covering(mh[0], op->buf, op->len, op->kind, &op->mreg);
+		return exs_mreg_covering(mh[0], op->buf, op->len, op->kind, &op->mreg);
 	for (i = 0; i < op->nseg; i++) {
 		struct exs_seg *g = &op->seg[i];
 
-		if ((ret = mreg_covering(mh[i], g->addr, g->len, op->kind, &m)))
+		if ((ret = exs_mreg_covering(mh[i], g->addr, g->len, op->kind, &m)))
 			return ret;
 		g->mreg = op->kind == EXS_EVT_SEND ? m : NULL;
 	}
@@ -779,6 +760,50 @@ ssize_t exs_recvmsg(int fd, struct msghdr *msg, int flags, exs_qhandle_t q, exs_
 		msg->msg_flags = 0;
 	}
 	return xfer_msg(EXS_EVT_RECV, fd, msg, flags, q, ah, mhandles);
+}
+
+/*
+ * exs_sendfile (exs_sendfile(3)): flags and queue as exs_send's, the
+ * elements checked and their files opened (sendfile.c), then the socket.
+ */
+ssize_t exs_sendfile(int fd, const struct exs_sendfilevec *sendvec, int sendvec_cnt, int flags,
+		     exs_qhandle_t qh, exs_ahandle_t ah)
+{
+	EXS_NOCANCEL;
+	int allowed = EXS_BLOCK | EXS_CREDIT_WAIT | EXS_DONTWAIT | EXS_UNSIGNALED;
+	struct exs_queue *q = NULL;
+	struct exs_sock *s;
+	struct exs_sf *sf;
+	ssize_t n;
+	int ret;
+
+	if (in_child())
+		return exs_err(ENOTSUP);
+	if (!inited() || (flags & ~allowed))
+		return exs_err(EINVAL);
+	if (!(flags & EXS_BLOCK) && !qh && !(flags & EXS_UNSIGNALED))
+		return exs_err(EINVAL);
+	if ((ret = exs_sf_new(sendvec, sendvec_cnt, flags, &sf)))
+		return exs_err(-ret);
+	if (!(flags & EXS_BLOCK) && qh && exs_queue_hold(qh, &q)) {
+		exs_sf_free(sf);
+		return exs_err(EINVAL);
+	}
+	s = sock_lock(fd);
+	if (!s) {
+		ret = -errno;
+	} else {
+		ret = exs_sf_begin(sf, s, q, ah);
+		UNLOCK();
+	}
+	if (ret) {
+		if (q)
+			exs_queue_unref(q);
+		exs_sf_free(sf);
+		return exs_err(-ret);
+	}
+	n = exs_sf_start(sf);
+	return n < 0 ? exs_err((int)-n) : n;
 }
 
 ssize_t exs_blocking_send(int fd, const void *buf, size_t len, int flags, exs_mhandle_t mh)

@@ -5,6 +5,8 @@
  *
  *   api.c       public calls, argument checks, EXS_BLOCK/EXS_CREDIT_WAIT waits
  *   progress.c  the progress thread: exsd's input, completions, ticks
+ *     -> sendfile.c  exs_sendfile's windows, run as internal sends through
+ *                    sock.c (its own thread when asynchronous)
  *     -> broker.c  the set-up that exsd brokers (bind, listen, connect,
  *                  accept, exsd's events and requests)
  *     -> sock.c    the fd table and each socket's life cycle (close, shutdown)
@@ -58,6 +60,15 @@
 #define EXS_LINGER_MS 30000 /* a closing socket's sends may wait this long for adverts */
 #define EXS_FIN_MS 5000     /* then its FIN (or ABORT) this long for its completion */
 #define EXS_PROBE_MS 1000   /* the peer has this long to answer an in-band PING */
+/* exs_sendfile: bytes per internal send, sends in flight per operation (so
+ * at most DEPTH * WINDOW bytes of a file are mapped and pinned), the
+ * bounce buffer per slot for what is copied, the zeros holes are sent
+ * from, operations at once */
+#define EXS_SF_WINDOW ((size_t)16 << 20)
+#define EXS_SF_DEPTH 4
+#define EXS_SF_BOUNCE ((size_t)256 << 10)
+#define EXS_SF_ZERO ((size_t)1 << 20) /* a file's holes are sent from this many zeros */
+#define EXS_MAX_SENDFILES 64
 
 static inline int exs_err(int e)
 {
@@ -191,6 +202,10 @@ struct exs_mreg *exs_mreg_new(void *addr, size_t len, int flags);
 struct exs_mreg *exs_mreg_get(exs_mhandle_t h);
 int exs_mreg_delete(struct exs_mreg *m);
 int exs_mreg_modify(struct exs_mreg *m, size_t len, int flags);
+/* The registration mh names if it covers [p, p + len) for this kind of
+ * call (NULL for EXS_MHANDLE_UNREGISTERED), else -EINVAL (lock held). */
+int exs_mreg_covering(exs_mhandle_t mh, const char *p, size_t len, int kind,
+		      struct exs_mreg **ret_m);
 struct ibv_mr *exs_mreg_mr(struct exs_mreg *m, struct exs_dev *d);
 int exs_verbs_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, bool guard);
 int exs_verbs_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask, bool guard);
@@ -233,6 +248,7 @@ struct exs_op {
 	bool rts; /* send: its RTS went out */
 	uint32_t seq; /* SEQPACKET receive: its number (proto/exs_wire.h part 3) */
 	bool cancelling; /* receive: exs_cancel wants it gone once the peer lets go */
+	bool sendfile; /* send: one of exs_sendfile's windows (sendfile.c) */
 	/* exs_sendmsg/exs_recvmsg: the msghdr its event names (as its buffer),
 	 * and nseg > 1 elements (exs_conn_segs_new); a receive's buf is then a
 	 * bounce buffer. conn.c frees both when it completes the op; when it
@@ -472,6 +488,9 @@ struct exs_sock {
 		int dirs; /* EXS_DIR_*; 0: slot unused */
 	} shut[2];
 	int shut_started, shut_done; /* EXS_DIR_* */
+	/* an exs_sendfile runs: other sends wait (EBUSY) so the stream keeps
+	 * the order of the calls */
+	bool sendfile;
 	struct exs_conn *conn;
 };
 #define EXS_DIR_RD 1
@@ -498,6 +517,13 @@ int exs_sock_fcntl(struct exs_sock *s, int cmd, int arg);
 short exs_sock_poll(struct exs_sock *s, short events);
 int exs_sock_cancel(struct exs_sock *s, exs_ahandle_t ah, int what);
 void exs_sock_wake_pollers(void);
+
+/* ---- sendfile.c: exs_sendfile's operations */
+struct exs_sf;
+int exs_sf_new(const struct exs_sendfilevec *v, int cnt, int flags, struct exs_sf **ret_sf);
+int exs_sf_begin(struct exs_sf *sf, struct exs_sock *s, struct exs_queue *q, exs_ahandle_t ah);
+ssize_t exs_sf_start(struct exs_sf *sf);
+void exs_sf_free(struct exs_sf *sf);
 
 /* ---- broker.c: the library's half of the connection set-up that exsd
  * brokers, and what else exsd tells or asks about sockets */

@@ -226,6 +226,8 @@ int exs_sock_xfer(struct exs_sock *s, const struct exs_op *op)
 {
 	if (s->state != EXS_S_CONNECTED)
 		return -ENOTCONN;
+	if (op->kind == EXS_EVT_SEND && s->sendfile && !op->sendfile)
+		return -EBUSY; /* after the running exs_sendfile, as after a credit */
 	return op->kind == EXS_EVT_SEND ? exs_conn_send(s->conn, op) : exs_conn_recv(s->conn, op);
 }
 
@@ -271,7 +273,7 @@ short exs_sock_poll(struct exs_sock *s, short events)
 			break;
 		if (exs_conn_recv_ready(c))
 			r |= POLLIN;
-		if (exs_conn_send_ready(c))
+		if (exs_conn_send_ready(c) && !s->sendfile)
 			r |= POLLOUT;
 		if (c->link == EXS_LINK_RESET)
 			r |= POLLERR | POLLHUP;

@@ -167,6 +167,23 @@ struct exs_mreg *exs_mreg_new(void *addr, size_t len, int flags)
 	return m;
 }
 
+int exs_mreg_covering(exs_mhandle_t mh, const char *p, size_t len, int kind,
+		      struct exs_mreg **ret_m)
+{
+	struct exs_mreg *m;
+
+	if (mh == EXS_MHANDLE_UNREGISTERED) {
+		*ret_m = NULL;
+		return 0;
+	}
+	m = exs_mreg_get(mh);
+	if (!m || p < m->addr || p + len > m->addr + m->len ||
+	    (kind == EXS_EVT_RECV && (m->flags & EXS_MRF_RECV_DISABLE)))
+		return -EINVAL;
+	*ret_m = m;
+	return 0;
+}
+
 int exs_mreg_delete(struct exs_mreg *m)
 {
 	int i;

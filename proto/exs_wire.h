@@ -166,6 +166,11 @@
  *    copied from the segments. A receive into several segments advertises
  *    one region, a library buffer, and is copied into the segments when it
  *    completes: SEQPACKET's one message, one receive holds unchanged.
+ *
+ * 6. exs_sendfile (no new message, no new version): a SOCK_STREAM send of
+ *    its elements' bytes in order, as several ordinary sends (parts 2 and
+ *    4) of at most 16 MiB each; the receiver cannot tell them from
+ *    exs_send's bytes.
  */
 #ifndef EXS_WIRE_H
 #define EXS_WIRE_H

@@ -998,6 +998,373 @@ static void scatter_gather(void)
 	exs_qdelete(q);
 }
 
+/* ---- §11.2.11: exs_sendfile (exs_sendfile(3)) */
+
+#define SF_FILE (1u << 20) /* a file of 1 MiB of known bytes (small: siw counts
+			    * what is pinned against RLIMIT_MEMLOCK) */
+#define SF_RECV ((void *)0x5f)
+
+/* the events of a receive (SF_RECV) and of an exs_sendfile or exs_send,
+ * in either order, each within WAIT_S; false if one did not come */
+static bool sf_events(exs_qhandle_t q, exs_event_t *ret_send, exs_event_t *ret_recv)
+{
+	memset(ret_send, 0, sizeof(*ret_send));
+	memset(ret_recv, 0, sizeof(*ret_recv));
+	for (int i = 0; i < 2; i++) {
+		exs_event_t ev = next_event(q, WAIT_S * 1000);
+
+		if (ev.exs_evt_type == EXS_EVT_RECV)
+			*ret_recv = ev;
+		else if (ev.exs_evt_type)
+			*ret_send = ev;
+		else
+			return false;
+	}
+	return true;
+}
+
+/* a temporary file holding `len` bytes of `data` (NULL: a hole of len
+ * bytes); its descriptor, open for reading and writing, or -1 */
+static int sf_tmpfile(char *path, const char *data, size_t len)
+{
+	int fd;
+
+	strcpy(path, "/tmp/exs_conform_sf.XXXXXX");
+	fd = mkstemp(path);
+	if (fd < 0)
+		return -1;
+	if ((data ? pwrite(fd, data, len, 0) != (ssize_t)len : ftruncate(fd, (off_t)len) != 0)) {
+		close(fd);
+		unlink(path);
+		return -1;
+	}
+	return fd;
+}
+
+static char sf_why[96]; /* what went wrong in the last sf_one */
+
+/* one asynchronous exs_sendfile of v[0..n) into a MSG_WAITALL receive of
+ * `want` bytes posted first on b: its event names ah, the vector and the
+ * total, and b got exactly `expect` */
+static bool sf_one(int a, int b, exs_qhandle_t q, const struct exs_sendfilevec *v, int n,
+		   const char *expect, size_t want, char *rb, void *ah)
+{
+	exs_event_t es, er;
+	long r = exs_recv(b, rb, want, MSG_WAITALL, q, SF_RECV, UNREG);
+
+	r = r ? r : exs_sendfile(a, v, n, 0, q, ah);
+	if (r) {
+		snprintf(sf_why, sizeof(sf_why), "start: %s", strerror(errno));
+		return false;
+	}
+	if (!sf_events(q, &es, &er)) {
+		snprintf(sf_why, sizeof(sf_why), "events: send %d (%s), recv %d", es.exs_evt_type,
+			 strerror(es.exs_evt_errno), er.exs_evt_type);
+		return false;
+	}
+	snprintf(sf_why, sizeof(sf_why), "sendfile: %s, %zu B; recv: %s, %zu B",
+		 strerror(es.exs_evt_errno), ev_len(&es), strerror(er.exs_evt_errno), ev_len(&er));
+	return event_is(&es, EXS_EVT_SENDFILE, a, ah, 0) && ev_len(&es) == want &&
+	       es.exs_evt_union.exs_evt_xfer.exs_evt_buffer == (void *)v && !er.exs_evt_errno &&
+	       ev_len(&er) == want && !memcmp(rb, expect, want);
+}
+
+struct sf_pipe {
+	int fd;
+	const char *p;
+	size_t n;
+};
+
+static void *sf_pipe_writer(void *arg)
+{
+	struct sf_pipe *w = arg;
+	size_t done = 0;
+
+	while (done < w->n) {
+		ssize_t k = write(w->fd, w->p + done, w->n - done);
+
+		if (k <= 0)
+			break;
+		done += (size_t)k;
+	}
+	close(w->fd);
+	return NULL;
+}
+
+static void sf_bad_args(int a, int seq, int fresh, int file, const char *path, exs_qhandle_t q)
+{
+	struct exs_sendfilevec v[EXS_SENDVEC_MAX + 1], one = { .exs_sfv_type = EXS_SFV_FD,
+		.exs_sfv_u.exs_fd = file, .exs_sfv_off = 0, .exs_sfv_len = 10 };
+	int wfd = open(path, O_WRONLY);
+
+	for (int i = 0; i <= EXS_SENDVEC_MAX; i++)
+		v[i] = one;
+	expect_err("11.2.11", "exs_sendfile: sendvec_cnt 0", exs_sendfile(a, v, 0, 0, q, NULL), EINVAL);
+	expect_err("11.2.11", "exs_sendfile: sendvec_cnt EXS_SENDVEC_MAX + 1",
+		   exs_sendfile(a, v, EXS_SENDVEC_MAX + 1, 0, q, NULL), EINVAL);
+	expect_err("11.2.11", "exs_sendfile: NULL sendvec", exs_sendfile(a, NULL, 1, 0, q, NULL),
+		   EINVAL);
+	v[0].exs_sfv_u.exs_fd = -1;
+	expect_err("11.2.11", "exs_sendfile: fd -1", exs_sendfile(a, v, 1, 0, q, NULL), EBADF);
+	v[0].exs_sfv_u.exs_fd = 1000000;
+	expect_err("11.2.11", "exs_sendfile: a closed fd", exs_sendfile(a, v, 1, 0, q, NULL), EBADF);
+	v[0].exs_sfv_u.exs_fd = wfd;
+	expect_err("11.2.11", "exs_sendfile: a write-only fd", exs_sendfile(a, v, 1, 0, q, NULL),
+		   EBADF);
+	v[0] = one;
+	v[0].exs_sfv_type = EXS_SFV_PATH;
+	v[0].exs_sfv_u.exs_pathv = "/nonexistent/exs_sendfile";
+	expect_err("11.2.11", "exs_sendfile: a missing path", exs_sendfile(a, v, 1, 0, q, NULL),
+		   ENOENT);
+	v[0].exs_sfv_u.exs_pathv = "/tmp";
+	expect_err("11.2.11", "exs_sendfile: a directory", exs_sendfile(a, v, 1, 0, q, NULL), EISDIR);
+	v[0] = one;
+	v[0].exs_sfv_off = SF_FILE;
+	v[0].exs_sfv_len = 1;
+	expect_err("11.2.11", "exs_sendfile: offset at EOF (range checked up front)",
+		   exs_sendfile(a, v, 1, 0, q, NULL), EINVAL);
+	v[0].exs_sfv_off = SF_FILE - 10;
+	v[0].exs_sfv_len = 11;
+	expect_err("11.2.11", "exs_sendfile: length 1 B past EOF", exs_sendfile(a, v, 1, 0, q, NULL),
+		   EINVAL);
+	v[0].exs_sfv_off = -1;
+	v[0].exs_sfv_len = 1;
+	expect_err("11.2.11", "exs_sendfile: negative offset", exs_sendfile(a, v, 1, 0, q, NULL),
+		   EINVAL);
+	v[0].exs_sfv_off = INT64_MAX;
+	v[0].exs_sfv_len = 2;
+	expect_err("11.2.11", "exs_sendfile: offset + length overflows",
+		   exs_sendfile(a, v, 1, 0, q, NULL), EINVAL);
+	v[0] = one;
+	v[1] = one;
+	v[1].exs_sfv_len = 0;
+	expect_err("11.2.11", "exs_sendfile: a second element of 0 bytes",
+		   exs_sendfile(a, v, 2, 0, q, NULL), EINVAL);
+	v[1] = one;
+	v[1].exs_sfv_type = 99;
+	expect_err("11.2.11", "exs_sendfile: an unknown exs_sfv_type", exs_sendfile(a, v, 2, 0, q, NULL),
+		   EINVAL);
+	v[1].exs_sfv_type = EXS_SFV_IOV;
+	v[1].exs_sfv_u.exs_iov.exs_base = NULL;
+	expect_err("11.2.11", "exs_sendfile: exs_iov of NULL", exs_sendfile(a, v, 2, 0, q, NULL),
+		   EINVAL);
+	v[1].exs_sfv_u.exs_iov.exs_base = path;
+	v[1].exs_sfv_u.exs_iov.exs_mhandle = (exs_mhandle_t)path;
+	expect_err("11.2.11", "exs_sendfile: exs_iov with a handle naming nothing",
+		   exs_sendfile(a, v, 2, EXS_BLOCK, NULL, NULL), EINVAL);
+	expect_err("11.2.11", "exs_sendfile: unknown flags", exs_sendfile(a, &one, 1, 0x4, q, NULL),
+		   EINVAL);
+	expect_err("11.2.11", "exs_sendfile: MSG_WAITALL", exs_sendfile(a, &one, 1, MSG_WAITALL, q,
+		   NULL), EINVAL);
+	expect_err("11.2.11", "exs_sendfile: no queue, no EXS_BLOCK",
+		   exs_sendfile(a, &one, 1, 0, NULL, NULL), EINVAL);
+	expect_err("11.2.11", "exs_sendfile: an unconnected socket",
+		   exs_sendfile(fresh, &one, 1, 0, q, NULL), ENOTCONN);
+	expect_err("11.2.11", "exs_sendfile: SOCK_SEQPACKET (one message per call is not promised)",
+		   exs_sendfile(seq, &one, 1, 0, q, NULL), EOPNOTSUPP);
+	expect_err("11.2.11", "exs_sendfile: not an EXS socket",
+		   exs_sendfile(54321, &one, 1, 0, q, NULL), EBADF);
+	/* the pipe's offset must be 0: it is read from where it is */
+	int pf[2];
+
+	if (pipe(pf) == 0) {
+		one.exs_sfv_u.exs_fd = pf[0];
+		one.exs_sfv_off = 5;
+		expect_err("11.2.11", "exs_sendfile: a pipe at offset 5",
+			   exs_sendfile(a, &one, 1, 0, q, NULL), ESPIPE);
+		close(pf[0]);
+		close(pf[1]);
+	}
+	if (wfd >= 0)
+		close(wfd);
+	report(!next_event(q, 100).exs_evt_type, "11.2.11",
+	       "exs_sendfile: failed calls leave no event behind");
+}
+
+/* kB of this process's memory pinned by RDMA registrations (VmPin), or -1 */
+static long vm_pinned(void)
+{
+	char line[128];
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmPin: %ld", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+static void sendfiles(void)
+{
+	long pinned = vm_pinned();
+	exs_qhandle_t q = exs_qcreate(8);
+	size_t rlen = 2 * SF_FILE + 4096;
+	char *data = malloc(SF_FILE), *mem = malloc(1 << 20), *exp = malloc(rlen),
+	     *rb = malloc(rlen), path[64], spath[64];
+	struct exs_sendfilevec v[8];
+	int a, b, seq_a, seq_b, fresh, file, sfd;
+	exs_mhandle_t mh;
+	exs_event_t ev = { 0 }, er = { 0 };
+	size_t n;
+	long r;
+
+	if (!data || !mem || !exp || !rb || !make_pair(SOCK_STREAM, 0, 0, &a, &b)) {
+		report(false, "11.2.11", "exs_sendfile: set-up (memory, a STREAM pair)");
+		return;
+	}
+	fill(data, SF_FILE, 21);
+	fill(mem, 1 << 20, 22);
+	file = sf_tmpfile(path, data, SF_FILE);
+	mh = exs_mregister(mem, 1 << 20, 0);
+	if (file < 0 || mh == EXS_MHANDLE_INVALID) {
+		report(false, "11.2.11", "exs_sendfile: a 1 MiB file, a registration: %s",
+		       strerror(errno));
+		return;
+	}
+
+	/* one fd element: the whole file, mapped */
+	v[0] = (struct exs_sendfilevec){ EXS_SFV_FD, { .exs_fd = file }, 0, SF_FILE };
+	report(sf_one(a, b, q, v, 1, data, SF_FILE, rb, (void *)1), "11.2.11",
+	       "exs_sendfile: an fd element of 1 MiB: EXS_EVT_SENDFILE with the total, every "
+	       "byte (%s)", sf_why);
+	/* one path element, at an odd offset */
+	v[0] = (struct exs_sendfilevec){ EXS_SFV_PATH, { .exs_pathv = path }, 1001, 70001 };
+	report(sf_one(a, b, q, v, 1, data + 1001, 70001, rb, (void *)2), "11.2.11",
+	       "exs_sendfile: an exs_pathv element at offset 1001, 70001 B (%s)", sf_why);
+	/* memory: registered and not */
+	v[0] = (struct exs_sendfilevec){ EXS_SFV_IOV, { .exs_iov = { mem, mh } }, 5, 300000 };
+	v[1] = (struct exs_sendfilevec){ EXS_SFV_IOV, { .exs_iov = { data, UNREG } }, 0, 100 };
+	memcpy(exp, mem + 5, 300000);
+	memcpy(exp + 300000, data, 100);
+	report(sf_one(a, b, q, v, 2, exp, 300100, rb, (void *)3), "11.2.11",
+	       "exs_sendfile: exs_iov elements, one registered (300000 B), one not (100 B) (%s)",
+	       sf_why);
+	/* every kind, several of each, in order; the same file twice */
+	v[0] = (struct exs_sendfilevec){ EXS_SFV_FD, { .exs_fd = file }, 7, 100000 };
+	v[1] = (struct exs_sendfilevec){ EXS_SFV_IOV, { .exs_iov = { mem, mh } }, 0, 4096 };
+	v[2] = (struct exs_sendfilevec){ EXS_SFV_PATH, { .exs_pathv = path }, SF_FILE - 20000, 20000 };
+	v[3] = (struct exs_sendfilevec){ EXS_SFV_IOV, { .exs_iov = { data + 9, UNREG } }, 1, 3 };
+	v[4] = (struct exs_sendfilevec){ EXS_SFV_FD, { .exs_fd = file }, 0, SF_FILE };
+	n = 0;
+	memcpy(exp + n, data + 7, 100000), n += 100000;
+	memcpy(exp + n, mem, 4096), n += 4096;
+	memcpy(exp + n, data + SF_FILE - 20000, 20000), n += 20000;
+	memcpy(exp + n, data + 10, 3), n += 3;
+	memcpy(exp + n, data, SF_FILE), n += SF_FILE;
+	report(sf_one(a, b, q, v, 5, exp, n, rb, (void *)4), "11.2.11",
+	       "exs_sendfile: 5 elements (fd, iov, path, iov, fd) in one call arrive in order, %zu B "
+	       "(%s)", n, sf_why);
+	/* a sparse file: its holes read as zeros */
+	sfd = sf_tmpfile(spath, NULL, 1 << 20);
+	if (sfd >= 0 && pwrite(sfd, "hole", 4, 300000) == 4 && pwrite(sfd, "end", 3, (1 << 20) - 3) == 3) {
+		memset(exp, 0, 1 << 20);
+		memcpy(exp + 300000, "hole", 4);
+		memcpy(exp + (1 << 20) - 3, "end", 3);
+		v[0] = (struct exs_sendfilevec){ EXS_SFV_FD, { .exs_fd = sfd }, 0, 1 << 20 };
+		report(sf_one(a, b, q, v, 1, exp, 1 << 20, rb, (void *)5), "11.2.11",
+		       "exs_sendfile: a sparse file of 1 MiB (7 B of data): zeros for its holes (%s)",
+		       sf_why);
+	} else {
+		report(false, "11.2.11", "exs_sendfile: a sparse file: %s", strerror(errno));
+	}
+	/* a pipe cannot be mapped: it is copied, read from where it is */
+	int pf[2];
+	pthread_t t;
+	struct sf_pipe w = { -1, data, 1000000 };
+
+	if (pipe(pf) == 0) {
+		w.fd = pf[1];
+		pthread_create(&t, NULL, sf_pipe_writer, &w);
+		v[0] = (struct exs_sendfilevec){ EXS_SFV_FD, { .exs_fd = pf[0] }, 0, 1000000 };
+		report(sf_one(a, b, q, v, 1, data, 1000000, rb, (void *)6), "11.2.11",
+		       "exs_sendfile: 1000000 B from a pipe (the bounded copy) (%s)", sf_why);
+		pthread_join(t, NULL);
+		close(pf[0]);
+	}
+	/* a pipe that ends early: what it had is sent, the event says ENODATA */
+	if (pipe(pf) == 0) {
+		w = (struct sf_pipe){ pf[1], data, 1000 };
+		pthread_create(&t, NULL, sf_pipe_writer, &w);
+		v[0] = (struct exs_sendfilevec){ EXS_SFV_FD, { .exs_fd = pf[0] }, 0, 5000 };
+		r = exs_recv(b, rb, 1000, MSG_WAITALL, q, SF_RECV, UNREG);
+		r = r ? r : exs_sendfile(a, v, 1, 0, q, (void *)7);
+		r = r ? r : !sf_events(q, &ev, &er);
+		report(!r && event_is(&ev, EXS_EVT_SENDFILE, a, (void *)7, ENODATA) && ev_len(&ev) == 1000 &&
+		       ev_len(&er) == 1000 && !memcmp(rb, data, 1000), "11.2.11",
+		       "exs_sendfile: a pipe that ends after 1000 of 5000 B: 1000 B sent, ENODATA "
+		       "(%s)", strerror(ev.exs_evt_errno));
+		pthread_join(t, NULL);
+		close(pf[0]);
+	}
+	/* EXS_BLOCK returns the total; the receive is posted first */
+	v[0] = (struct exs_sendfilevec){ EXS_SFV_PATH, { .exs_pathv = path }, 0, SF_FILE };
+	r = exs_recv(b, rb, SF_FILE, MSG_WAITALL, q, (void *)8, UNREG);
+	r = r ? r : exs_sendfile(a, v, 1, EXS_BLOCK, NULL, NULL);
+	ev = next_event(q, WAIT_S * 1000);
+	report(r == SF_FILE && event_is(&ev, EXS_EVT_RECV, b, (void *)8, 0) && ev_len(&ev) == SF_FILE &&
+	       !memcmp(rb, data, SF_FILE), "11.2.11", "exs_sendfile: EXS_BLOCK returns %ld", r);
+	/* the stream keeps the calls' order: an exs_send started while the
+	 * sendfile runs (EXS_CREDIT_WAIT waits for it) comes after its bytes */
+	v[0] = (struct exs_sendfilevec){ EXS_SFV_FD, { .exs_fd = file }, 0, SF_FILE };
+	r = exs_sendfile(a, v, 1, EXS_UNSIGNALED, q, (void *)9); /* no receive yet: it runs */
+	expect_err("11.2.11", "exs_send while an exs_sendfile runs, without EXS_CREDIT_WAIT",
+		   exs_send(a, mem, 1000, 0, q, (void *)10, mh), EBUSY);
+	r = r ? r : exs_recv(b, rb, SF_FILE + 1000, MSG_WAITALL, q, SF_RECV, UNREG);
+	r = r ? r : exs_send(a, mem, 1000, EXS_CREDIT_WAIT, q, (void *)10, mh);
+	r = r ? r : !sf_events(q, &ev, &er);
+	report(!r && event_is(&ev, EXS_EVT_SEND, a, (void *)10, 0) && ev_len(&er) == SF_FILE + 1000 &&
+	       !memcmp(rb, data, SF_FILE) && !memcmp(rb + SF_FILE, mem, 1000) &&
+	       !next_event(q, 100).exs_evt_type, "11.2.11",
+	       "exs_sendfile: EXS_UNSIGNALED (no event), then an exs_send: in the calls' order");
+
+	seq_a = seq_b = -1;
+	fresh = exs_socket(AF_INET, SOCK_STREAM, 0);
+	if (!make_pair(SOCK_SEQPACKET, 0, 0, &seq_a, &seq_b))
+		report(false, "11.2.11", "exs_sendfile: a SEQPACKET pair");
+	sf_bad_args(a, seq_a, fresh, file, path, q);
+
+	/* the peer goes away mid-transfer: the event comes with an errno, the
+	 * mappings and the opened file let go of (ASan and exsctl tell) */
+	v[0] = (struct exs_sendfilevec){ EXS_SFV_PATH, { .exs_pathv = path }, 0, SF_FILE };
+	v[1] = v[0];
+	r = exs_recv(b, rb, 100000, MSG_WAITALL, q, SF_RECV, UNREG);
+	r = r ? r : exs_sendfile(a, v, 2, 0, q, (void *)11);
+	ev = next_event(q, WAIT_S * 1000); /* the receive */
+	r = r ? r : ev.exs_evt_type != EXS_EVT_RECV;
+	r = r ? r : exs_close(b, EXS_BLOCK | EXS_DONTLINGER, NULL, NULL); /* a reset */
+	ev = next_event(q, WAIT_S * 1000);
+	report(!r && event_is(&ev, EXS_EVT_SENDFILE, a, (void *)11, ev.exs_evt_errno) &&
+	       ev.exs_evt_errno && ev_len(&ev) < 2 * SF_FILE, "11.2.11",
+	       "exs_sendfile: the peer resets after reading 100000 of %u B: the event says %s "
+	       "after %zu B", 2 * SF_FILE, strerror(ev.exs_evt_errno), ev_len(&ev));
+	exs_blocking_close(a);
+	exs_blocking_close(fresh);
+	if (seq_a >= 0) {
+		exs_blocking_close(seq_a);
+		exs_blocking_close(seq_b);
+	}
+	exs_mderegister(mh, 0);
+	close(file);
+	unlink(path);
+	if (sfd >= 0) {
+		close(sfd);
+		unlink(spath);
+	}
+	exs_qdelete(q);
+	free(data);
+	free(mem);
+	free(exp);
+	free(rb);
+	/* every window, bounce buffer and zero buffer let go of its pages */
+	long now_pinned = vm_pinned();
+
+	report(pinned >= 0 && now_pinned <= pinned, "11.2.11",
+	       "exs_sendfile: nothing left pinned after the section (VmPin %ld kB, before %ld kB)",
+	       now_pinned, pinned);
+}
+
 /* ---- §4.4, §4.5: closing and half-closing */
 
 static void closing(void)
@@ -2421,6 +2788,7 @@ int main(int argc, char **argv)
 	seqpacket();
 	stream();
 	scatter_gather();
+	sendfiles();
 	closing();
 	tuning();
 	polling();

@@ -5,6 +5,7 @@
 # Guest b serves, guest a connects. Run by `ctest` through tests/vm/exs-vm -p.
 set -u
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sendfile-hosts.sh"
 role=${1:?a or b}
 
 start_exsd "$role" || { fail "exsd start on $role"; summary; exit 1; }
@@ -37,6 +38,8 @@ if [ "$role" = b ]; then
 		fail "b: the restart transfer never connected"
 		kill $x 2>/dev/null
 	fi
+	# exs_sendfile of a sparse 64 MiB file (vm_sendfile_long: 1.25 GiB)
+	sendfile_hosts b $((64 << 20)) 7480
 	sleep 1
 	stop_exsd "$role"
 	[ $FAIL != 0 ] && tail -n 30 $LOGS/exsd-b.log
@@ -75,6 +78,7 @@ else
 	fail "two hosts: no new connection after b's restart"
 fi
 sed 's/^/    /' $LOGS/after.client
+sendfile_hosts a $((64 << 20)) 7480
 stop_exsd "$role"
 [ $FAIL != 0 ] && tail -n 30 $LOGS/exsd-a.log
 summary

@@ -186,6 +186,54 @@ START_TEST(msg_args)
 }
 END_TEST
 
+/* exs_sendfile (exs_sendfile(3)): the vector's checks, then the socket's;
+ * a refused call leaves no descriptor of its own open */
+START_TEST(sendfile_args)
+{
+	struct exs_sendfilevec v[2] = {
+		{ .exs_sfv_type = EXS_SFV_PATH, .exs_sfv_u.exs_pathv = "/dev/null", .exs_sfv_len = 1 },
+		{ .exs_sfv_type = EXS_SFV_IOV, .exs_sfv_u.exs_iov = { "abc", EXS_MHANDLE_UNREGISTERED },
+		  .exs_sfv_len = 3 },
+	};
+	exs_qhandle_t q;
+	int fd, probe;
+
+	ck_fails(exs_sendfile(0, v, 1, 0, NULL, NULL), EINVAL); /* before exs_init */
+	init();
+	q = exs_qcreate(2);
+	fd = exs_socket(AF_INET, SOCK_STREAM, 0);
+	probe = dup(0);
+	close(probe);
+	ck_fails(exs_sendfile(fd, v, 2, 0, q, NULL), ENOTCONN);
+	ck_fails(exs_sendfile(fd, v, 0, 0, q, NULL), EINVAL);
+	ck_fails(exs_sendfile(fd, v, EXS_SENDVEC_MAX + 1, 0, q, NULL), EINVAL);
+	ck_fails(exs_sendfile(fd, NULL, 1, 0, q, NULL), EINVAL);
+	ck_fails(exs_sendfile(fd, v, 2, 0x4, q, NULL), EINVAL);
+	ck_fails(exs_sendfile(fd, v, 2, 0, NULL, NULL), EINVAL);
+	ck_fails(exs_sendfile(fd + 100, v, 2, 0, q, NULL), EBADF);
+	v[1].exs_sfv_off = -1;
+	ck_fails(exs_sendfile(fd, v, 2, 0, q, NULL), EINVAL);
+	v[1].exs_sfv_off = 0;
+	v[1].exs_sfv_u.exs_iov.exs_mhandle = (exs_mhandle_t)v;
+	ck_fails(exs_sendfile(fd, v, 2, 0, q, NULL), EINVAL);
+	v[0].exs_sfv_u.exs_pathv = "/nonexistent/file";
+	ck_fails(exs_sendfile(fd, v, 1, 0, q, NULL), ENOENT);
+	v[0].exs_sfv_type = EXS_SFV_FD;
+	v[0].exs_sfv_u.exs_fd = probe; /* closed */
+	ck_fails(exs_sendfile(fd, v, 1, 0, q, NULL), EBADF);
+	v[0].exs_sfv_type = 0;
+	ck_fails(exs_sendfile(fd, v, 1, 0, q, NULL), EINVAL);
+	fd = exs_socket(AF_INET, SOCK_SEQPACKET, 0);
+	v[0] = (struct exs_sendfilevec){ .exs_sfv_type = EXS_SFV_PATH,
+					 .exs_sfv_u.exs_pathv = "/dev/zero", .exs_sfv_len = 1 };
+	ck_fails(exs_sendfile(fd, v, 1, 0, q, NULL), ENOTCONN);
+	/* the files opened for the refused calls are closed again: the
+	 * lowest free descriptor is the same as before them */
+	ck_assert_int_eq(dup(0), probe);
+	ck_assert_int_eq(exs_qdelete(q), 0);
+}
+END_TEST
+
 START_TEST(queue_args)
 {
 	exs_event_t ev;
@@ -438,7 +486,7 @@ END_TEST
 
 int main(void)
 {
-	const TTest *const tests[] = { init_checks_version, socket_args, bad_and_closed_fds, needs_exsd_gives_enetdown, address_checks, data_before_connect, msg_args, queue_args, queue_attributes, shutdown_args, cancel_args, call_flags_and_states, fcntl_credits, registration_args, stale_queue_handle, stale_registration, reject_errnos_bounded, ctl_bad_version_dropped, NULL };
+	const TTest *const tests[] = { init_checks_version, socket_args, bad_and_closed_fds, needs_exsd_gives_enetdown, address_checks, data_before_connect, msg_args, sendfile_args, queue_args, queue_attributes, shutdown_args, cancel_args, call_flags_and_states, fcntl_credits, registration_args, stale_queue_handle, stale_registration, reject_errnos_bounded, ctl_bad_version_dropped, NULL };
 
 	return run_tests("api", 20, tests);
 }
