@@ -1385,6 +1385,9 @@ void exs_conn_give_up(struct exs_conn *c)
 		exs_conn_abort(c);
 	else
 		set_tx(c, EXS_TX_DONE);
+	/* a persistent receive's UNPERSIST_ACK is not waited for either */
+	if (c->pst[EXS_PST_OWN_RECV] == EXS_PST_ENDING)
+		set_pst(c, EXS_PST_OWN_RECV, EXS_PST_NONE);
 }
 
 /* Data arrived for receive `slot`. A STREAM receive with MSG_WAITALL
@@ -2497,6 +2500,11 @@ bool exs_conn_reset_before_eof(const struct exs_conn *c)
  * (an abort still waits for its ABORT to leave). */
 bool exs_conn_finished(const struct exs_conn *c)
 {
+	/* a persistent receive ending (close) waits for the peer to let go
+	 * of its buffer: deregistered under the peer's writes, the buffer
+	 * would break the connection, and the receive end ECONNABORTED */
+	if (c->link != EXS_LINK_RESET && c->pst[EXS_PST_OWN_RECV] == EXS_PST_ENDING)
+		return false;
 	return c->tx == EXS_TX_DONE || (c->link == EXS_LINK_RESET && c->tx != EXS_TX_ABORT_SENT);
 }
 

@@ -2631,8 +2631,16 @@ static void persistent_recv(void)
 		e1 = next_event(qa, WAIT_S * 1000);
 	}
 	report(still_carries(a, b, q, rb, 33), "4.3", "then data both ways");
-	exs_blocking_close(a);
+	/* the close ends a persistent receive once the peer let go of it */
+	exs_recv(b, blk, sizeof(blk), EXS_PERSISTENT, q, AH(26), UNREG);
+	fill(sb, 3000, 34);
+	ok = exs_send(a, sb, 3000, EXS_BLOCK, NULL, NULL, UNREG) == 3000 && same(blk, 3000, 34);
+	report(ok, "4.3", "a second persistent receive takes the peer's send, checked");
 	exs_blocking_close(b);
+	ev = next_event(q, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_RECV, b, AH(26), ECANCELED), "4.3",
+	       "the close ends the persistent receive with ECANCELED (got errno %d)", ev.exs_evt_errno);
+	exs_blocking_close(a);
 	exs_qdelete(q);
 	exs_qdelete(qa);
 }
