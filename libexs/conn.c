@@ -189,9 +189,10 @@ int exs_conn_create(int fd, int type, const char *devname, bool iwarp,
 		goto fail_errno;
 	memset(&qa, 0, sizeof(qa));
 	qa.qp_type = IBV_QPT_RC;
-	/* control messages, the writes of C sends, the READs of C receives,
+	/* control messages, the writes of C sends, the READs of at most
+	 * EXS_MAX_READS receives (the device's max_qp_wr bounds the sum),
 	 * C eager SENDs */
-	qa.cap.max_send_wr = c->nsend + credits * c->max_writes + credits * c->dev->max_chunks +
+	qa.cap.max_send_wr = c->nsend + credits * c->max_writes + EXS_MAX_READS * c->dev->max_chunks +
 			     (c->sp_cap ? credits : 0) + 4;
 	qa.cap.max_recv_wr = c->nrecv;
 	/* room for every WR a flush of both queues returns */
@@ -1814,7 +1815,8 @@ static int place_persist(struct exs_conn *c)
 
 /* The peer's persistent send is in effect (or its UNPERSIST came and
  * rd_left receives are still to be read): READ it into the waiting
- * receives, oldest first, as many as the READ_DONE window allows. */
+ * receives, oldest first, at most EXS_MAX_READS at once and as many as
+ * the READ_DONE window allows. */
 static void issue_reads(struct exs_conn *c)
 {
 	const struct exs_wire_msg *b = &c->blk[0];
@@ -1832,6 +1834,8 @@ static void issue_reads(struct exs_conn *c)
 
 		if (notify && c->rd_unacked >= c->credits)
 			return; /* READ_CREDIT lets the next go */
+		if (c->reads_out >= EXS_MAX_READS)
+			return; /* a READ's completion lets the next go */
 		c->rf_head = (c->rf_head + 1) % c->alloc;
 		c->rf_count--;
 		if (c->pst[EXS_PST_PEER_SEND] == EXS_PST_ENDING)

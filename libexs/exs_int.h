@@ -52,6 +52,7 @@
 #define EXS_MAX_XFER ((size_t)INT32_MAX)
 #define EXS_MAX_DEVS 16
 #define EXS_MAX_CHUNKS 16 /* writes per message, for devices with a small max_msg_sz */
+#define EXS_MAX_READS 16 /* receives reading a peer's persistent send at once (exsd's READ depth) */
 /* EXS_IOV_MAX (exs.h) bounds exs_sendmsg/exs_recvmsg's iovec */
 #define EXS_CTL_TIMEOUT_MS 10000
 #define EXS_LINGER_MS 30000 /* a closing socket's sends may wait this long for adverts */
