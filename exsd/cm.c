@@ -16,6 +16,8 @@
 #include "exsd.h"
 #include "exs_qpattr.h"
 
+#define EXS_RD_DEPTH 16 /* RDMA READs in flight per connection and direction, at most */
+
 
 static void ep_set_state(struct ep *e, enum ep_state s)
 {
@@ -405,6 +407,27 @@ static void send_established(struct ep *e)
 		 e->iwarp ? "iWARP" : "IB/RoCE", e->agreed.credits);
 }
 
+/* RDMA READs one side may have in flight (persistent sends, proto/exs_wire.h
+ * part 6): EXS_RD_DEPTH, lowered to what the device and `peer` allow; at
+ * least 1. */
+static uint8_t rd_depth(struct rdma_cm_id *id, uint8_t peer)
+{
+	struct ibv_device_attr a;
+	int d = EXS_RD_DEPTH;
+
+	if (!ibv_query_device(id->verbs, &a)) {
+		if (a.max_qp_rd_atom < d)
+			d = a.max_qp_rd_atom;
+		if (a.max_qp_init_rd_atom < d)
+			d = a.max_qp_init_rd_atom;
+	} else {
+		d = 1;
+	}
+	if (peer < d)
+		d = peer;
+	return (uint8_t)(d < 1 ? 1 : d);
+}
+
 int cm_qp_ready(struct client *c, ExsCtl__QpReady *m)
 {
 	struct rdma_conn_param p;
@@ -412,8 +435,6 @@ int cm_qp_ready(struct client *c, ExsCtl__QpReady *m)
 	struct ep *e;
 
 	memset(&p, 0, sizeof(p));
-	p.responder_resources = 1;
-	p.initiator_depth = 1;
 	p.retry_count = 7;
 	p.rnr_retry_count = 7;
 	p.qp_num = m->qpn;
@@ -434,6 +455,10 @@ int cm_qp_ready(struct client *c, ExsCtl__QpReady *m)
 		}
 		setup_from_msg(&mine, m->setup);
 		setup_agree(&e->offer, &mine, &e->agreed);
+		/* the RDMA READs of persistent sends: no deeper than the
+		 * connecting side asked for (its QP's attributes are made of it) */
+		p.responder_resources = rd_depth(e->id, e->peer_rd_out);
+		p.initiator_depth = rd_depth(e->id, e->peer_rd_in);
 		setup_encode(&w, EXS_WIRE_SETUP_RESPONSE, &e->agreed);
 		ep_set_sock(e, m->sock);
 		if (e->timer) /* accepted in time: the connecting side's wait is over */
@@ -462,6 +487,7 @@ int cm_qp_ready(struct client *c, ExsCtl__QpReady *m)
 		e->offer.wait_ms = !e->deadline_ms ? 0
 				   : e->deadline_ms > now_ms() + 1 ? (uint32_t)(e->deadline_ms - now_ms()) : 1;
 		setup_encode(&w, EXS_WIRE_SETUP_REQUEST, &e->offer);
+		p.responder_resources = p.initiator_depth = rd_depth(e->id, UINT8_MAX);
 		if (rdma_connect(e->id, &p)) {
 			ep_fail(e, errno);
 			ep_free(e);
@@ -653,6 +679,8 @@ static void on_request(struct ep *l, struct rdma_cm_event *ev)
 		index_add_req(e);
 		e->listener = l;
 		e->offer = req;
+		e->peer_rd_in = ev->param.conn.responder_resources;
+		e->peer_rd_out = ev->param.conn.initiator_depth;
 		l->pending++;
 		ret = qp_attr(id, IBV_QPS_INIT, &a[0], gid[0]);
 		if (!ret && !e->iwarp) {

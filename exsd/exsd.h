@@ -179,6 +179,7 @@ struct ep {
 	struct ep *listener;	/* passive: the listener it came to */
 	struct exs_wire_setup offer;	/* active: ours; passive: the peer's */
 	struct exs_wire_setup agreed;
+	uint8_t peer_rd_in, peer_rd_out; /* passive: the request's responder_resources, initiator_depth */
 	struct event *timer;
 	uint16_t eph_port;	/* an ephemeral port exsd picked for it, 0 none */
 	struct hnode by_id, by_sock, by_req;	/* index.c */

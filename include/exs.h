@@ -68,6 +68,14 @@ typedef void *exs_ahandle_t;
 #define EXS_DONTWAIT 0x08000000
 #define EXS_UNSIGNALED 0x10000000
 #define EXS_UNSIGNALLED EXS_UNSIGNALED
+/* persistent transfers (exs_send(3), exs_send_offset(3), exs(7)):
+ * SOCK_SEQPACKET only; a persistent send's block stays readable by the
+ * peer's receives, a persistent receive's buffer writable by the peer's
+ * sends, until exs_cancel or close (event errno ECANCELED). With
+ * EXS_READ_NOTIFY a persistent send also reports every read of the peer:
+ * EXS_EVT_SEND, errno 0, length = bytes read, the send still in effect. */
+#define EXS_PERSISTENT 0x20000000
+#define EXS_READ_NOTIFY 0x40000000
 
 /* exs_cancel flags: the kinds of operation to cancel; 0 means any */
 #define EXS_CANCEL_RECV 0x1
@@ -224,6 +232,15 @@ struct exs_sendfilevec {
 };
 ssize_t exs_sendfile(int fd, const struct exs_sendfilevec *sendvec, int sendvec_cnt,
 		     int send_flags, exs_qhandle_t qhandle, exs_ahandle_t ahandle);
+/* offsets into the peer's persistent memory (exs_send_offset(3)): a
+ * receive of [offset, offset + length) of the peer's persistent send, a
+ * send into that range of its persistent receive */
+ssize_t exs_send_offset(int fd, const void *send_buffer, size_t send_length, int send_flags,
+			off_t offset, exs_qhandle_t qhandle, exs_ahandle_t ahandle,
+			exs_mhandle_t mhandle);
+ssize_t exs_recv_offset(int fd, void *recv_buffer, size_t max_length, int recv_flags,
+			off_t offset, exs_qhandle_t qhandle, exs_ahandle_t ahandle,
+			exs_mhandle_t mhandle);
 
 int exs_fcntl(int fd, int command, ...);
 

@@ -591,14 +591,18 @@ static int xfer_mem(struct exs_op *op, const exs_mhandle_t *mh)
 	return 0;
 }
 
-/* Flags, length and queue of a send or receive: 0 or an errno. */
-static int xfer_args(int kind, size_t len, int flags, exs_qhandle_t qh)
+/* Flags, length and queue of a send or receive: 0 or an errno. A
+ * persistent one (exs(7)) takes no other flag but EXS_READ_NOTIFY (a
+ * send's) and reports to a queue: it has no end to wait for. */
+static int xfer_args(int kind, size_t len, int flags, exs_qhandle_t qh, bool persist_ok)
 {
 	int allowed = EXS_BLOCK | EXS_CREDIT_WAIT | EXS_DONTWAIT | EXS_UNSIGNALED;
 
 	if (kind == EXS_EVT_RECV)
 		allowed |= MSG_WAITALL;
-	if (!len || (flags & ~allowed))
+	if (flags & EXS_PERSISTENT)
+		allowed = EXS_PERSISTENT | (kind == EXS_EVT_SEND ? EXS_READ_NOTIFY : 0);
+	if (!len || (flags & ~allowed) || ((flags & EXS_PERSISTENT) && (!persist_ok || !qh)))
 		return EINVAL;
 	if (len > EXS_MAX_XFER)
 		return EMSGSIZE;
@@ -656,17 +660,18 @@ out_noloc:
 	return block_end(q, pq, ret, ret_ev);
 }
 
+/* off < 0: a plain send or receive; else exs_send_offset/exs_recv_offset */
 static ssize_t xfer(int kind, int fd, void *buf, size_t len, int flags, exs_qhandle_t qh,
-		    exs_ahandle_t ah, exs_mhandle_t mh)
+		    exs_ahandle_t ah, exs_mhandle_t mh, off_t off)
 {
 	struct exs_op op = { .kind = kind, .flags = flags, .ah = ah, .buf = buf, .len = len,
-			     .user_mh = mh };
+			     .user_mh = mh, .at_off = off >= 0, .roff = off >= 0 ? (uint64_t)off : 0 };
 	exs_event_t ev;
 	int ret;
 
 	if (!buf)
 		return exs_err(EINVAL);
-	if ((ret = xfer_args(kind, len, flags, qh)))
+	if ((ret = xfer_args(kind, len, flags, qh, off < 0)))
 		return exs_err(ret);
 	ret = xfer_run(fd, &op, qh, &mh, &ev);
 	if (ret <= 0)
@@ -678,14 +683,34 @@ ssize_t exs_send(int fd, const void *buf, size_t len, int flags, exs_qhandle_t q
 		 exs_ahandle_t ah, exs_mhandle_t mh)
 {
 	EXS_NOCANCEL;
-	return xfer(EXS_EVT_SEND, fd, (void *)buf, len, flags, q, ah, mh);
+	return xfer(EXS_EVT_SEND, fd, (void *)buf, len, flags, q, ah, mh, -1);
 }
 
 ssize_t exs_recv(int fd, void *buf, size_t len, int flags, exs_qhandle_t q, exs_ahandle_t ah,
 		 exs_mhandle_t mh)
 {
 	EXS_NOCANCEL;
-	return xfer(EXS_EVT_RECV, fd, buf, len, flags, q, ah, mh);
+	return xfer(EXS_EVT_RECV, fd, buf, len, flags, q, ah, mh, -1);
+}
+
+/* exs_send_offset(3): the offset is checked against the peer's block by
+ * conn.c; a negative one is no offset at all */
+ssize_t exs_send_offset(int fd, const void *buf, size_t len, int flags, off_t offset,
+			exs_qhandle_t q, exs_ahandle_t ah, exs_mhandle_t mh)
+{
+	EXS_NOCANCEL;
+	if (offset < 0)
+		return exs_err(EINVAL);
+	return xfer(EXS_EVT_SEND, fd, (void *)buf, len, flags, q, ah, mh, offset);
+}
+
+ssize_t exs_recv_offset(int fd, void *buf, size_t len, int flags, off_t offset, exs_qhandle_t q,
+			exs_ahandle_t ah, exs_mhandle_t mh)
+{
+	EXS_NOCANCEL;
+	if (offset < 0)
+		return exs_err(EINVAL);
+	return xfer(EXS_EVT_RECV, fd, buf, len, flags, q, ah, mh, offset);
 }
 
 /*
@@ -726,7 +751,7 @@ static ssize_t xfer_msg(int kind, int fd, const struct msghdr *msg, int flags, e
 		seg[n] = (struct exs_seg){ .addr = v->iov_base, .len = v->iov_len };
 		mh[n++] = mhandles ? mhandles[i] : EXS_MHANDLE_UNREGISTERED;
 	}
-	if ((ret = xfer_args(kind, total, flags, qh)))
+	if ((ret = xfer_args(kind, total, flags, qh, false)))
 		return exs_err(ret);
 	op = (struct exs_op){ .kind = kind, .flags = flags, .ah = ah, .len = total, .msg = msg,
 			      .user_mh = EXS_MHANDLE_UNREGISTERED };

@@ -19,11 +19,16 @@
 
 #include "exs_int.h"
 
-enum { WR_RECV = 1, WR_CTL = 2, WR_WRITE = 3, WR_EAGER = 4 };
+enum { WR_RECV = 1, WR_CTL = 2, WR_WRITE = 3, WR_EAGER = 4, WR_READ = 5 };
 /* local only, on a held copy of the peer's ADVERT: partly filled for a
  * MSG_WAITALL receive, waiting for the peer's MORE before the next piece */
 #define ADV_HELD 0x8000
 #define WR_ID(kind, i) (((uint64_t)(kind) << 32) | (uint32_t)(i))
+
+static int place_persist(struct exs_conn *c);
+static void issue_reads(struct exs_conn *c);
+static int persist_start(struct exs_conn *c, const struct exs_op *t);
+static int unpersist(struct exs_conn *c, bool recv);
 
 static const char *const tx_names[] = {
 	[EXS_TX_OPEN] = "open",		  [EXS_TX_REFUSED] = "refused",
@@ -41,6 +46,23 @@ static const char *const link_names[] = {
 static const char *const unadv_names[] = {
 	[EXS_UNADV_NONE] = "none", [EXS_UNADV_ASKED] = "asked", [EXS_UNADV_FILLED] = "filled",
 };
+
+static const char *const pst_names[] = {
+	[EXS_PST_NONE] = "none", [EXS_PST_ACTIVE] = "active", [EXS_PST_ENDING] = "ending",
+};
+static const char *const pst_whose[] = {
+	[EXS_PST_OWN_SEND] = "own persistent send", [EXS_PST_OWN_RECV] = "own persistent receive",
+	[EXS_PST_PEER_SEND] = "peer's persistent send",
+	[EXS_PST_PEER_RECV] = "peer's persistent receive",
+};
+
+static void set_pst(struct exs_conn *c, int which, enum exs_pst_state st)
+{
+	if (EXS_DEBUG_ON() && c->pst[which] != st)
+		exs_debug("fd %d %s: %s -> %s", c->fd, pst_whose[which], pst_names[c->pst[which]],
+			  pst_names[st]);
+	c->pst[which] = st;
+}
 
 static void set_tx(struct exs_conn *c, enum exs_tx_state st)
 {
@@ -133,8 +155,8 @@ int exs_conn_build(struct exs_dev *dev, int type, bool iwarp, const struct exs_c
 	c->max_sge = c->dev->attr.max_sge < 1 ? 1 :
 		     c->dev->attr.max_sge > EXS_IOV_MAX ? EXS_IOV_MAX : (uint32_t)c->dev->attr.max_sge;
 	c->max_writes = c->dev->max_chunks + (EXS_IOV_MAX + c->max_sge - 1) / c->max_sge - 1;
-	c->nrecv = 2 * credits + EXS_WIRE_SPARE;
-	c->nsend = 3 * credits + EXS_WIRE_SPARE; /* adverts, DONEs, MOREs */
+	c->nrecv = 3 * credits + EXS_WIRE_SPARE;
+	c->nsend = 4 * credits + EXS_WIRE_SPARE; /* adverts, DONEs, MOREs, READ_DONEs */
 	c->rsz = c->esz = sizeof(struct exs_wire_msg);
 	/* §7.2 (SEQPACKET) and §7.6 (STREAM): room for C eager messages that
 	 * come before their receives; a chunk of the stream buffer is what
@@ -189,8 +211,11 @@ int exs_conn_build(struct exs_dev *dev, int type, bool iwarp, const struct exs_c
 		goto fail_errno;
 	memset(&qa, 0, sizeof(qa));
 	qa.qp_type = IBV_QPT_RC;
-	/* control messages, the writes of C sends, C eager SENDs */
-	qa.cap.max_send_wr = c->nsend + credits * c->max_writes + (c->sp_cap ? credits : 0) + 4;
+	/* control messages, the writes of C sends, the READs of at most
+	 * EXS_MAX_READS receives (the device's max_qp_wr bounds the sum),
+	 * C eager SENDs */
+	qa.cap.max_send_wr = c->nsend + credits * c->max_writes + EXS_MAX_READS * c->dev->max_chunks +
+			     (c->sp_cap ? credits : 0) + 4;
 	qa.cap.max_recv_wr = c->nrecv;
 	/* room for every WR a flush of both queues returns */
 	c->cq = ibv_create_cq(c->dev->ctx, (int)(qa.cap.max_send_wr + qa.cap.max_recv_wr + 8), NULL,
@@ -353,6 +378,13 @@ void exs_conn_destroy(struct exs_conn *c)
 	}
 	if (c->qp)
 		exs_verbs_destroy_qp(c->qp, c->iwarp);
+	for (i = 0; i < c->alloc && c->rop && c->sop; i++) {
+		/* a persistent block's MR goes after the QP that the peer used */
+		if (c->rop[i].pmr)
+			ibv_dereg_mr(c->rop[i].pmr);
+		if (c->sop[i].pmr)
+			ibv_dereg_mr(c->sop[i].pmr);
+	}
 	if (c->cq)
 		ibv_destroy_cq(c->cq);
 	if (c->mem_mr)
@@ -397,8 +429,11 @@ int exs_conn_modify(struct exs_conn *c, const ExsCtl__QpAttr *a)
 		return ret;
 	if (attr.qp_state == IBV_QPS_INIT) {
 		/* rdmacm grants no remote access on the active side; EXS places
-		 * data in both directions, so both ends need remote write */
-		attr.qp_access_flags |= IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+		 * data in both directions, so both ends need remote write, and
+		 * remote read for the peer's reads of a persistent send (an MR
+		 * with remote read exists only over such a block) */
+		attr.qp_access_flags |= IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+					IBV_ACCESS_REMOTE_READ;
 		mask |= IBV_QP_ACCESS_FLAGS;
 	}
 	ret = exs_verbs_modify_qp(c->qp, &attr, mask, c->iwarp);
@@ -563,22 +598,31 @@ int exs_conn_establish(struct exs_conn *c, uint32_t credits, uint32_t sp_max, ui
 	return 0;
 }
 
+/* The event that reports `op`. */
+static void op_event(const struct exs_conn *c, const struct exs_op *op, int err, size_t len,
+		     size_t lost, exs_event_t *ev)
+{
+	memset(ev, 0, sizeof(*ev));
+	ev->exs_evt_errno = err;
+	ev->exs_evt_socket = c->fd;
+	ev->exs_evt_ahandle = op->ah;
+	ev->exs_evt_type = op->kind;
+	ev->exs_evt_union.exs_evt_xfer.exs_evt_buffer = op->msg ? (void *)op->msg : op->buf;
+	ev->exs_evt_union.exs_evt_xfer.exs_evt_mhandle = op->user_mh;
+	ev->exs_evt_union.exs_evt_xfer.exs_evt_length = len;
+	ev->exs_evt_union.exs_evt_xfer.exs_evt_amount_lost = lost;
+}
+
 static void op_complete(struct exs_conn *c, struct exs_op *op, int err, size_t len, size_t lost)
 {
 	exs_event_t ev;
 	bool is_send = op->kind == EXS_EVT_SEND;
 
-	memset(&ev, 0, sizeof(ev));
-	ev.exs_evt_errno = err;
-	ev.exs_evt_socket = c->fd;
-	ev.exs_evt_ahandle = op->ah;
-	ev.exs_evt_type = op->kind;
-	ev.exs_evt_union.exs_evt_xfer.exs_evt_buffer = op->msg ? (void *)op->msg : op->buf;
-	ev.exs_evt_union.exs_evt_xfer.exs_evt_mhandle = op->user_mh;
-	ev.exs_evt_union.exs_evt_xfer.exs_evt_length = len;
-	ev.exs_evt_union.exs_evt_xfer.exs_evt_amount_lost = lost;
+	op_event(c, op, err, len, lost, &ev);
 	if (op->tmp_mr)
 		ibv_dereg_mr(op->tmp_mr);
+	if (op->pmr)
+		ibv_dereg_mr(op->pmr);
 	if (op->mreg && op->mreg->refs)
 		op->mreg->refs--;
 	if (op->nseg && !is_send && !err)
@@ -633,6 +677,9 @@ void exs_conn_fail_all(struct exs_conn *c, int err)
 	 * does (ECONNRESET). */
 	if (c->rx != EXS_RX_EOF)
 		c->pool_count = 0;
+	for (i = 0; i < EXS_PST_N; i++)
+		set_pst(c, (int)i, EXS_PST_NONE);
+	c->reads_out = c->rd_left = c->rd_unacked = c->rd_owed = 0;
 	for (i = 0; i < c->alloc; i++) {
 		if (c->sop[i].kind)
 			op_complete(c, &c->sop[i], err, 0, 0);
@@ -976,6 +1023,8 @@ static int send_one_seq(struct exs_conn *c)
 {
 	struct exs_op *op = &c->sop[c->sfifo[c->sf_head]];
 
+	if (c->pst[EXS_PST_PEER_RECV] == EXS_PST_ACTIVE)
+		return place_persist(c) ?: 1; /* part 6: into the peer's block */
 	drop_stale_adverts(c);
 	if (small(c, op) && !op->mreg) {
 		if (!c->ecredits || c->eager_sq >= c->alloc || c->await_hello)
@@ -1086,6 +1135,17 @@ static void deliver_small(struct exs_conn *c, struct exs_op *op, const char *dat
 	memcpy(op->buf, data, n);
 	c->owed++;
 	op_complete(c, op, 0, n, len - n);
+}
+
+/* SEQPACKET: the oldest kept small message fills receive `op`. */
+static void deliver_pooled(struct exs_conn *c, struct exs_op *op)
+{
+	uint32_t i = c->pool_head;
+
+	c->pool_head = (c->pool_head + 1) % c->alloc;
+	c->pool_count--;
+	deliver_small(c, op, c->pool + (size_t)i * c->sp_cap, c->pool_len[i]);
+	maybe_credit(c);
 }
 
 /* STREAM (§7.6): copy buffered bytes from the pool into `op` after what it
@@ -1199,6 +1259,13 @@ int exs_conn_recv(struct exs_conn *c, const struct exs_op *t)
 
 	if (exs_conn_reset_before_eof(c))
 		return -ECONNRESET;
+	if (t->flags & EXS_PERSISTENT)
+		return persist_start(c, t);
+	if (c->pst[EXS_PST_OWN_RECV] != EXS_PST_NONE)
+		return -EBUSY; /* our persistent receive takes every send */
+	if (t->at_off && (c->pst[EXS_PST_PEER_SEND] != EXS_PST_ACTIVE ||
+			  t->roff > c->blk[0].len || t->len > c->blk[0].len - t->roff))
+		return -EINVAL; /* beyond the peer's block, or none */
 	if (credits_in_use(c->alloc, c->nrfree) >= (int)c->credits || !c->nrfree)
 		return -EBUSY;
 	slot = c->rfree[c->nrfree - 1];
@@ -1210,16 +1277,24 @@ int exs_conn_recv(struct exs_conn *c, const struct exs_op *t)
 		return ret;
 	}
 	c->nrfree--;
+	if (c->seq && c->pst[EXS_PST_PEER_SEND] != EXS_PST_NONE) {
+		/* part 6: read from the peer's block, after what came before */
+		if (c->pool_count && !op->at_off) {
+			deliver_pooled(c, op);
+			return 0;
+		}
+		if (c->rx != EXS_RX_OPEN) {
+			op_complete(c, op, 0, 0, 0);
+			return 0;
+		}
+		c->rfifo[(c->rf_head + c->rf_count++) % c->alloc] = slot;
+		issue_reads(c);
+		return 0;
+	}
 	if (c->seq) {
 		op->seq = c->rx_rsn++;
 		if (c->pool_count) {
-			/* its message came first (§7.2) */
-			uint32_t i = c->pool_head;
-
-			c->pool_head = (c->pool_head + 1) % c->alloc;
-			c->pool_count--;
-			deliver_small(c, op, c->pool + (size_t)i * c->sp_cap, c->pool_len[i]);
-			maybe_credit(c);
+			deliver_pooled(c, op); /* its message came first (§7.2) */
 			return 0;
 		}
 	} else if (c->sb_chunk && c->pool_count && !c->rf_count) {
@@ -1275,6 +1350,13 @@ int exs_conn_send(struct exs_conn *c, const struct exs_op *t)
 		return -EPIPE;
 	if (t->len > (size_t)c->dev->max_msg_sz * c->dev->max_chunks)
 		return -EMSGSIZE;
+	if (t->flags & EXS_PERSISTENT)
+		return persist_start(c, t);
+	if (c->pst[EXS_PST_OWN_SEND] != EXS_PST_NONE)
+		return -EBUSY; /* our persistent send is what the peer receives */
+	if (t->at_off && (c->pst[EXS_PST_PEER_RECV] != EXS_PST_ACTIVE ||
+			  t->roff > c->blk[1].len || t->len > c->blk[1].len - t->roff))
+		return -EINVAL; /* beyond the peer's block, or none */
 	if (credits_in_use(c->alloc, c->nsfree) >= (int)c->credits || !c->nsfree)
 		return -EBUSY;
 	oi = c->sfree[c->nsfree - 1];
@@ -1293,6 +1375,10 @@ int exs_conn_send(struct exs_conn *c, const struct exs_op *t)
 
 void exs_conn_shut_wr(struct exs_conn *c)
 {
+	/* a persistent send ends first: the FIN waits for its UNPERSIST_ACK */
+	if (c->pst[EXS_PST_OWN_SEND] == EXS_PST_ACTIVE && c->link != EXS_LINK_RESET &&
+	    unpersist(c, false))
+		exs_conn_break(c, ECONNRESET);
 	if (c->tx == EXS_TX_OPEN || c->tx == EXS_TX_REFUSED)
 		set_tx(c, EXS_TX_SHUTTING);
 	maybe_fin(c);
@@ -1339,10 +1425,13 @@ void exs_conn_give_up(struct exs_conn *c)
 {
 	if (c->tx < EXS_TX_FIN_SENT) {
 		exs_conn_abort(c);
-		return;
+	} else {
+		set_tx(c, EXS_TX_DONE);
+		abort_finish(c);
 	}
-	set_tx(c, EXS_TX_DONE);
-	abort_finish(c);
+	/* a persistent receive's UNPERSIST_ACK is not waited for either */
+	if (c->pst[EXS_PST_OWN_RECV] == EXS_PST_ENDING)
+		set_pst(c, EXS_PST_OWN_RECV, EXS_PST_NONE);
 }
 
 /* Data arrived for receive `slot`. A STREAM receive with MSG_WAITALL
@@ -1396,9 +1485,13 @@ static void end_receives(struct exs_conn *c)
 	uint32_t i;
 
 	c->rf_count = 0;
+	c->rd_left = 0;
+	/* our persistent receive ends too (EOF): the peer writes no more */
+	set_pst(c, EXS_PST_OWN_RECV, EXS_PST_NONE);
 	for (i = 0; i < c->alloc; i++)
-		if (c->rop[i].kind)
-			op_complete(c, &c->rop[i], 0, c->rop[i].done, 0);
+		if (c->rop[i].kind && !c->rop[i].reading) /* a READ's completion ends it */
+			op_complete(c, &c->rop[i], 0, (c->rop[i].flags & EXS_PERSISTENT) ? 0 :
+				    c->rop[i].done, 0);
 	unadv_release(c);
 }
 
@@ -1524,6 +1617,8 @@ static void on_rts(struct exs_conn *c, uint32_t seq)
 		proto_error(c, "RTS out of order (seq, next message)", seq, c->rx_msn);
 		return;
 	}
+	if (c->pst[EXS_PST_OWN_RECV] != EXS_PST_NONE)
+		return; /* part 6: the peer writes that send into our block */
 	if (c->rx != EXS_RX_OPEN)
 		return; /* shut: its RDSHUT is on the way */
 	if (!c->rf_count) {
@@ -1685,6 +1780,13 @@ static void on_eager(struct exs_conn *c, const char *p, uint32_t n)
 	c->rx_msn++;
 	if (c->rx != EXS_RX_OPEN) {
 		c->owed++; /* shut: dropped */
+	} else if (c->pst[EXS_PST_OWN_RECV] != EXS_PST_NONE) {
+		/* part 6: sent before the peer knew of our persistent receive:
+		 * it lands where the peer's write would have put it */
+		struct exs_op *op = &c->rop[c->pst_op[1]];
+
+		memcpy(op->buf, p + sizeof(h), len < op->len ? len : op->len);
+		c->owed++;
 	} else if (c->rf_count) {
 		struct exs_op *op = &c->rop[c->rfifo[c->rf_head]];
 
@@ -1702,6 +1804,361 @@ static void on_eager(struct exs_conn *c, const char *p, uint32_t n)
 	}
 }
 
+/* ---- persistent transfers (proto/exs_wire.h part 6) */
+
+/* Post the RDMA WRITEs (a send's bytes 0..n) or READs (into a receive's
+ * buffer) of n bytes at raddr, one per max_msg_sz bytes; the last asks for
+ * the completion that ends the op. */
+static int post_rdma(struct exs_conn *c, struct exs_op *op, uint64_t wr_id, bool read, uint32_t n,
+		     uint64_t raddr, uint32_t rkey)
+{
+	struct ibv_sge sge[EXS_IOV_MAX];
+	uint32_t off = 0, chunk;
+	int ret = 0, nsge;
+
+	do {
+		uint32_t want = n - off < c->dev->max_msg_sz ? n - off : c->dev->max_msg_sz;
+		struct ibv_send_wr wr;
+
+		if (read) {
+			sge[0] = (struct ibv_sge){ .addr = (uintptr_t)op->lbuf + off, .length = want,
+						   .lkey = op->lkey };
+			nsge = 1;
+			chunk = want;
+		} else {
+			nsge = op_sges(op, off, want, sge, c->max_sge, &chunk);
+		}
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = wr_id;
+		wr.sg_list = sge;
+		wr.num_sge = nsge;
+		wr.opcode = read ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
+		wr.wr.rdma.remote_addr = raddr + off;
+		wr.wr.rdma.rkey = rkey;
+		off += chunk;
+		if (off == n)
+			wr.send_flags = IBV_SEND_SIGNALED;
+		if (!read && chunk <= c->inline_max)
+			wr.send_flags |= IBV_SEND_INLINE;
+		ret = post_send(c, &wr);
+	} while (!ret && off < n && chunk);
+	return ret;
+}
+
+/* The peer's persistent receive is in effect: the first pending send goes
+ * into its block (exs_send_offset's at its offset), as much as fits; the
+ * send completes when the write does. */
+static int place_persist(struct exs_conn *c)
+{
+	uint32_t oi = c->sfifo[c->sf_head];
+	struct exs_op *op = &c->sop[oi];
+	const struct exs_wire_msg *b = &c->blk[1];
+	uint64_t off = op->at_off ? op->roff : 0;
+	uint32_t n = op->len < b->len - off ? (uint32_t)op->len : (uint32_t)(b->len - off);
+	int ret;
+
+	if ((ret = op_mem(c, op)))
+		return ret;
+	c->sf_head = (c->sf_head + 1) % c->alloc;
+	c->sf_count--;
+	op->pwrite = true;
+	op->done = n;
+	return post_rdma(c, op, WR_ID(WR_WRITE, oi), false, n, b->addr + off, b->rkey);
+}
+
+/* The peer's persistent send is in effect (or its UNPERSIST came and
+ * rd_left receives are still to be read): READ it into the waiting
+ * receives, oldest first, at most EXS_MAX_READS at once and as many as
+ * the READ_DONE window allows. */
+static void issue_reads(struct exs_conn *c)
+{
+	const struct exs_wire_msg *b = &c->blk[0];
+	bool notify = b->flags & EXS_WIRE_PST_NOTIFY;
+	size_t most = (size_t)c->dev->max_msg_sz * c->dev->max_chunks;
+
+	while (c->rf_count && c->link != EXS_LINK_RESET &&
+	       (c->pst[EXS_PST_PEER_SEND] == EXS_PST_ACTIVE ||
+		(c->pst[EXS_PST_PEER_SEND] == EXS_PST_ENDING && c->rd_left))) {
+		uint32_t slot = c->rfifo[c->rf_head];
+		struct exs_op *op = &c->rop[slot];
+		uint64_t off = op->at_off ? op->roff : 0;
+		size_t n = op->len < b->len - off ? op->len : b->len - off;
+		int ret;
+
+		if (notify && c->rd_unacked >= c->credits)
+			return; /* READ_CREDIT lets the next go */
+		if (c->reads_out >= EXS_MAX_READS)
+			return; /* a READ's completion lets the next go */
+		c->rf_head = (c->rf_head + 1) % c->alloc;
+		c->rf_count--;
+		if (c->pst[EXS_PST_PEER_SEND] == EXS_PST_ENDING)
+			c->rd_left--;
+		if ((ret = op_mem(c, op))) {
+			op_complete(c, op, -ret, 0, 0);
+			continue;
+		}
+		op->reading = true;
+		op->done = n < most ? n : most;
+		c->reads_out++;
+		c->rd_unacked += notify;
+		if (post_rdma(c, op, WR_ID(WR_READ, slot), true, (uint32_t)op->done, b->addr + off,
+			      b->rkey)) {
+			exs_conn_break(c, ECONNRESET);
+			return;
+		}
+	}
+}
+
+/* The peer's UNPERSIST came and our READs are over: say so, and number and
+ * advertise the receives that wait, as part 3 does. */
+static void finish_peer_send(struct exs_conn *c)
+{
+	uint32_t k;
+
+	if (post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_UNPERSIST_ACK }, -1)) {
+		exs_conn_break(c, ECONNRESET);
+		return;
+	}
+	set_pst(c, EXS_PST_PEER_SEND, EXS_PST_NONE);
+	c->rx_rsn = c->rx_msn - c->pool_count;
+	for (k = 0; k < c->rf_count; k++) {
+		uint32_t slot = c->rfifo[(c->rf_head + k) % c->alloc];
+		struct exs_op *op = &c->rop[slot];
+
+		op->seq = c->rx_rsn++;
+		if (!small(c, op) && advertise(c, op, slot)) {
+			exs_conn_break(c, ECONNRESET);
+			return;
+		}
+	}
+}
+
+/* A READ of the peer's block completed: its receive too. */
+static void on_read(struct exs_conn *c, struct exs_op *op)
+{
+	uint32_t n = (uint32_t)op->done;
+
+	op->reading = false;
+	c->reads_out--;
+	if ((c->blk[0].flags & EXS_WIRE_PST_NOTIFY) &&
+	    post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_READ_DONE, .len = n }, -1)) {
+		exs_conn_break(c, ECONNRESET);
+		return;
+	}
+	op_complete(c, op, 0, n, 0);
+	if (c->pst[EXS_PST_PEER_SEND] == EXS_PST_ENDING && !c->rd_left && !c->reads_out)
+		finish_peer_send(c);
+	else
+		issue_reads(c);
+}
+
+/* exs_send/exs_recv with EXS_PERSISTENT: only on SOCK_SEQPACKET, only one
+ * per direction (ours or the peer's), and only when nothing else of that
+ * direction is under way. The block gets an MR of its own (remote read for
+ * a send, remote write for a receive) that lives as long as the op. */
+static int persist_start(struct exs_conn *c, const struct exs_op *t)
+{
+	bool recv = t->kind == EXS_EVT_RECV;
+	int own = recv ? EXS_PST_OWN_RECV : EXS_PST_OWN_SEND;
+	int other = recv ? EXS_PST_PEER_SEND : EXS_PST_PEER_RECV;
+	struct exs_op *op;
+	uint32_t i;
+	int ret;
+
+	if (!c->seq)
+		return -EOPNOTSUPP;
+	if (recv && c->rx != EXS_RX_OPEN)
+		return -EPIPE;
+	if (c->pst[own] != EXS_PST_NONE || c->pst[other] != EXS_PST_NONE)
+		return -EBUSY;
+	if (recv ? c->nrfree != c->alloc || c->pool_count : !sends_idle(c))
+		return -EBUSY;
+	i = recv ? c->rfree[c->nrfree - 1] : c->sfree[c->nsfree - 1];
+	op = recv ? &c->rop[i] : &c->sop[i];
+	*op = *t;
+	op->has_mem = true; /* its MR is pmr */
+	if ((ret = op_start(c, op))) {
+		memset(op, 0, sizeof(*op));
+		return ret;
+	}
+	op->pmr = ibv_reg_mr(c->dev->pd, op->buf, op->len,
+			     recv ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE :
+				    IBV_ACCESS_REMOTE_READ);
+	if (!op->pmr) {
+		ret = -(errno ? errno : ENOMEM);
+		op_unstart(op);
+		return ret;
+	}
+	ret = post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_PERSIST,
+		.flags = recv ? EXS_WIRE_PST_RECV : (t->flags & EXS_READ_NOTIFY) ? EXS_WIRE_PST_NOTIFY : 0,
+		.addr = (uintptr_t)op->buf, .rkey = op->pmr->rkey, .len = (uint32_t)op->len }, -1);
+	if (ret) {
+		ibv_dereg_mr(op->pmr);
+		op->pmr = NULL;
+		op_unstart(op);
+		if (ret == -ENOBUFS)
+			return -EBUSY;
+		exs_conn_break(c, ECONNRESET);
+		return -ECONNRESET;
+	}
+	if (recv) {
+		c->nrfree--;
+		c->rts_pending = false; /* the peer writes that send into the block */
+	} else {
+		c->nsfree--;
+		c->ad_count = 0; /* the peer reads instead */
+	}
+	c->pst_op[recv] = i;
+	c->pst_refused[recv] = false;
+	set_pst(c, own, EXS_PST_ACTIVE);
+	return 0;
+}
+
+/* exs_cancel or close of our persistent send or receive: the peer lets go
+ * of the block (UNPERSIST_ACK) before the op ends. */
+static int unpersist(struct exs_conn *c, bool recv)
+{
+	int ret = post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_UNPERSIST,
+				 .flags = recv ? EXS_WIRE_PST_RECV : 0 }, -1);
+
+	if (ret)
+		return ret;
+	set_pst(c, recv ? EXS_PST_OWN_RECV : EXS_PST_OWN_SEND, EXS_PST_ENDING);
+	return 0;
+}
+
+void exs_conn_unpersist_all(struct exs_conn *c)
+{
+	if (c->link == EXS_LINK_RESET)
+		return;
+	if ((c->pst[EXS_PST_OWN_SEND] == EXS_PST_ACTIVE && unpersist(c, false)) ||
+	    (c->pst[EXS_PST_OWN_RECV] == EXS_PST_ACTIVE && unpersist(c, true)))
+		exs_conn_break(c, ECONNRESET);
+}
+
+/* The peer's PERSIST: its send's block for our receives to read, or its
+ * receive's block for our sends to write. One that crossed our own for the
+ * same direction is refused (both are). */
+static void on_persist(struct exs_conn *c, const struct exs_wire_msg *m)
+{
+	bool recv = m->flags & EXS_WIRE_PST_RECV;
+	uint32_t k;
+
+	if (!c->seq || !m->len || (m->flags & ~(EXS_WIRE_PST_RECV | EXS_WIRE_PST_NOTIFY)) ||
+	    (recv && (m->flags & EXS_WIRE_PST_NOTIFY)) ||
+	    c->pst[recv ? EXS_PST_PEER_RECV : EXS_PST_PEER_SEND] != EXS_PST_NONE) {
+		proto_error(c, "PERSIST out of place (flags, length)", m->flags, m->len);
+		return;
+	}
+	if (c->pst[recv ? EXS_PST_OWN_SEND : EXS_PST_OWN_RECV] != EXS_PST_NONE) {
+		if (post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_REFUSE,
+				 .flags = recv ? EXS_WIRE_PST_RECV : 0 }, -1))
+			exs_conn_break(c, ECONNRESET);
+		return;
+	}
+	c->blk[recv] = *m;
+	set_pst(c, recv ? EXS_PST_PEER_RECV : EXS_PST_PEER_SEND, EXS_PST_ACTIVE);
+	if (recv) {
+		match(c); /* waiting sends go into it */
+		return;
+	}
+	/* the waiting receives are read; their adverts are void */
+	c->rts_pending = false;
+	c->rx_rsn = c->rx_msn - c->pool_count;
+	c->rd_unacked = 0;
+	for (k = 0; k < c->rf_count; k++)
+		c->rop[c->rfifo[(c->rf_head + k) % c->alloc]].advertised = false;
+	issue_reads(c);
+}
+
+/* The peer ends its persistent send or receive: answered once nothing of
+ * ours touches its block; at once for one we refused. */
+static void on_unpersist(struct exs_conn *c, uint16_t flags)
+{
+	bool recv = flags & EXS_WIRE_PST_RECV;
+
+	if ((flags & ~EXS_WIRE_PST_RECV) ||
+	    (!recv && c->pst[EXS_PST_PEER_SEND] == EXS_PST_ENDING)) {
+		proto_error(c, "UNPERSIST out of place (flags, state)", flags,
+			    c->pst[EXS_PST_PEER_SEND]);
+		return;
+	}
+	if (recv || c->pst[EXS_PST_PEER_SEND] == EXS_PST_NONE) {
+		/* our writes went before this ACK (RC order) */
+		if (recv)
+			set_pst(c, EXS_PST_PEER_RECV, EXS_PST_NONE);
+		if (post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_UNPERSIST_ACK,
+				 .flags = flags }, -1))
+			exs_conn_break(c, ECONNRESET);
+		return;
+	}
+	/* receives already waiting are still read; later ones wait for sends */
+	set_pst(c, EXS_PST_PEER_SEND, EXS_PST_ENDING);
+	c->rd_left = c->rf_count;
+	if (!c->reads_out && !c->rd_left)
+		finish_peer_send(c);
+	else
+		issue_reads(c);
+}
+
+/* UNPERSIST_ACK (the peer let go of our block: the op ends, ECANCELED), or
+ * REFUSE (our PERSIST crossed the peer's: EBUSY, at once if we did not
+ * cancel meanwhile, else with the ACK). */
+static void on_unpersist_ack(struct exs_conn *c, uint16_t flags, bool refuse)
+{
+	bool recv = flags & EXS_WIRE_PST_RECV;
+	int w = recv ? EXS_PST_OWN_RECV : EXS_PST_OWN_SEND;
+	struct exs_op *op = recv ? &c->rop[c->pst_op[1]] : &c->sop[c->pst_op[0]];
+	int err;
+
+	if (c->pst[w] == EXS_PST_NONE && c->rx != EXS_RX_OPEN && recv)
+		return; /* the peer's FIN ended it already */
+	if ((flags & ~EXS_WIRE_PST_RECV) || c->pst[w] == EXS_PST_NONE ||
+	    (!refuse && c->pst[w] != EXS_PST_ENDING)) {
+		proto_error(c, "UNPERSIST_ACK or REFUSE unasked (flags, state)", flags, c->pst[w]);
+		return;
+	}
+	if (refuse && c->pst[w] == EXS_PST_ENDING) {
+		c->pst_refused[recv] = true;
+		return;
+	}
+	err = refuse || c->pst_refused[recv] ? EBUSY : ECANCELED;
+	set_pst(c, w, EXS_PST_NONE);
+	c->pst_refused[recv] = false;
+	if (recv)
+		c->rx_rsn = c->rx_msn - c->pool_count;
+	else
+		c->rd_owed = 0;
+	op_complete(c, op, err, 0, 0);
+	if (!recv)
+		maybe_fin(c);
+}
+
+/* EXS_READ_NOTIFY: the peer read our block; the send stays in effect. */
+static void on_read_done(struct exs_conn *c, uint32_t len)
+{
+	struct exs_op *op = &c->sop[c->pst_op[0]];
+	uint32_t half = c->credits / 2 ? c->credits / 2 : 1;
+	exs_event_t ev;
+
+	if (c->pst[EXS_PST_OWN_SEND] == EXS_PST_NONE || !(op->flags & EXS_READ_NOTIFY) ||
+	    len > op->len || c->rd_owed >= c->credits) {
+		proto_error(c, "READ_DONE unasked or too long (length, owed)", len, c->rd_owed);
+		return;
+	}
+	op_event(c, op, 0, len, 0, &ev);
+	exs_queue_post(op->q, &ev);
+	c->bytes_sent += len;
+	if (++c->rd_owed >= half) {
+		if (post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_READ_CREDIT,
+				 .len = c->rd_owed }, -1)) {
+			exs_conn_break(c, ECONNRESET);
+			return;
+		}
+		c->rd_owed = 0;
+	}
+}
+
 static void on_message(struct exs_conn *c, const struct exs_wire_msg *m)
 {
 	if (m->version != EXS_WIRE_VERSION || c->await_hello != (m->type == EXS_WIRE_HELLO)) {
@@ -1712,6 +2169,8 @@ static void on_message(struct exs_conn *c, const struct exs_wire_msg *m)
 		return;
 	switch (m->type) {
 	case EXS_WIRE_ADVERT:
+		if (c->pst[EXS_PST_OWN_SEND] != EXS_PST_NONE)
+			break; /* part 6: the peer reads our block instead */
 		if (c->seq)
 			drop_stale_adverts(c);
 		/* STREAM: an advert made before our last chunk arrived there is
@@ -1787,6 +2246,28 @@ static void on_message(struct exs_conn *c, const struct exs_wire_msg *m)
 	case EXS_WIRE_UNADVERT_ACK:
 		on_unadvert_ack(c, m->slot);
 		break;
+	case EXS_WIRE_PERSIST:
+		on_persist(c, m);
+		break;
+	case EXS_WIRE_UNPERSIST:
+		on_unpersist(c, m->flags);
+		break;
+	case EXS_WIRE_UNPERSIST_ACK:
+	case EXS_WIRE_REFUSE:
+		on_unpersist_ack(c, m->flags, m->type == EXS_WIRE_REFUSE);
+		break;
+	case EXS_WIRE_READ_DONE:
+		on_read_done(c, m->len);
+		break;
+	case EXS_WIRE_READ_CREDIT:
+		if (m->len > c->rd_unacked || !m->len) {
+			proto_error(c, "READ_CREDIT beyond the READ_DONEs sent (credits, sent)", m->len,
+				    c->rd_unacked);
+			return;
+		}
+		c->rd_unacked -= m->len;
+		issue_reads(c);
+		break;
 	default:
 		proto_error(c, "unknown message type (type, 0)", m->type, 0);
 	}
@@ -1860,7 +2341,12 @@ static void on_wc(struct exs_conn *c, const struct ibv_wc *wc)
 		break;
 	case WR_WRITE:
 		if (i < c->alloc && c->sop[i].kind == EXS_EVT_SEND)
-			op_complete(c, &c->sop[i], 0, c->sop[i].len, 0);
+			op_complete(c, &c->sop[i], 0,
+				    c->sop[i].pwrite ? c->sop[i].done : c->sop[i].len, 0);
+		break;
+	case WR_READ:
+		if (i < c->alloc && c->rop[i].kind == EXS_EVT_RECV && c->rop[i].reading)
+			on_read(c, &c->rop[i]);
 		break;
 	case WR_CTL:
 		if (!ctl_done(c, i))
@@ -1930,6 +2416,11 @@ static int cancel_send(struct exs_conn *c, struct exs_op *op)
 {
 	uint32_t oi = (uint32_t)(op - c->sop), k, kept = 0;
 
+	if (op->flags & EXS_PERSISTENT) {
+		if (c->pst[EXS_PST_OWN_SEND] != EXS_PST_ACTIVE)
+			return -EALREADY;
+		return unpersist(c, false);
+	}
 	if (op->done || op->rts)
 		return -EBUSY;
 	for (k = 0; k < c->sf_count; k++) {
@@ -1969,10 +2460,36 @@ static int cancel_seq_recv(struct exs_conn *c, struct exs_op *op)
 	return 0;
 }
 
+/* A receive while the peer's persistent send is in effect (part 6): one
+ * whose READ is out is under way (EBUSY); a waiting one goes (they are not
+ * numbered meanwhile). */
+static int cancel_read_recv(struct exs_conn *c, struct exs_op *op)
+{
+	uint32_t k, slot = (uint32_t)(op - c->rop);
+
+	if (op->reading)
+		return -EBUSY;
+	for (k = 0; k < c->rf_count && c->rfifo[(c->rf_head + k) % c->alloc] != slot; k++)
+		;
+	if (k == c->rf_count)
+		return -EBUSY;
+	if (c->pst[EXS_PST_PEER_SEND] == EXS_PST_ENDING && k < c->rd_left)
+		c->rd_left--;
+	cancel_recv_now(c, op);
+	return 0;
+}
+
 static int cancel_recv(struct exs_conn *c, struct exs_op *op)
 {
 	if (op->cancelling)
 		return -EALREADY;
+	if (op->flags & EXS_PERSISTENT) {
+		if (c->pst[EXS_PST_OWN_RECV] != EXS_PST_ACTIVE)
+			return -EALREADY;
+		return unpersist(c, true);
+	}
+	if (c->seq && c->pst[EXS_PST_PEER_SEND] != EXS_PST_NONE)
+		return cancel_read_recv(c, op);
 	if (c->seq)
 		return cancel_seq_recv(c, op);
 	if (!op->advertised) {
@@ -2044,6 +2561,11 @@ bool exs_conn_reset_before_eof(const struct exs_conn *c)
  * (an abort still waits for its ABORT to leave). */
 bool exs_conn_finished(const struct exs_conn *c)
 {
+	/* a persistent receive ending (close) waits for the peer to let go
+	 * of its buffer: deregistered under the peer's writes, the buffer
+	 * would break the connection, and the receive end ECONNABORTED */
+	if (c->link != EXS_LINK_RESET && c->pst[EXS_PST_OWN_RECV] == EXS_PST_ENDING)
+		return false;
 	return c->tx == EXS_TX_DONE || (c->link == EXS_LINK_RESET && c->tx != EXS_TX_ABORT_SENT);
 }
 
@@ -2052,6 +2574,7 @@ bool exs_conn_finished(const struct exs_conn *c)
 bool exs_conn_send_ready(const struct exs_conn *c)
 {
 	return c->link != EXS_LINK_RESET && c->tx == EXS_TX_OPEN && c->nsfree &&
+	       c->pst[EXS_PST_OWN_SEND] == EXS_PST_NONE &&
 	       credits_in_use(c->alloc, c->nsfree) < (int)c->credits;
 }
 
@@ -2063,7 +2586,7 @@ bool exs_conn_send_ready(const struct exs_conn *c)
 bool exs_conn_recv_ready(const struct exs_conn *c)
 {
 	return c->pool_count > 0 || (c->seq && c->rts_pending) || c->rx != EXS_RX_OPEN ||
-	       c->link == EXS_LINK_RESET;
+	       c->link == EXS_LINK_RESET || c->pst[EXS_PST_PEER_SEND] == EXS_PST_ACTIVE;
 }
 
 void exs_conn_stats(const struct exs_conn *c, ExsCtl__SockStats *x)

@@ -55,6 +55,7 @@
 #define EXS_MAX_XFER ((size_t)INT32_MAX)
 #define EXS_MAX_DEVS 16
 #define EXS_MAX_CHUNKS 16 /* writes per message, for devices with a small max_msg_sz */
+#define EXS_MAX_READS 16 /* receives reading a peer's persistent send at once (exsd's READ depth) */
 /* EXS_IOV_MAX (exs.h) bounds exs_sendmsg/exs_recvmsg's iovec */
 #define EXS_CTL_TIMEOUT_MS 10000
 #define EXS_LINGER_MS 30000 /* a closing socket's sends may wait this long for adverts */
@@ -249,6 +250,12 @@ struct exs_op {
 	uint32_t seq; /* SEQPACKET receive: its number (proto/exs_wire.h part 3) */
 	bool cancelling; /* receive: exs_cancel wants it gone once the peer lets go */
 	bool sendfile; /* send: one of exs_sendfile's windows (sendfile.c) */
+	/* persistent transfers (proto/exs_wire.h part 6) */
+	struct ibv_mr *pmr; /* EXS_PERSISTENT: the block's own MR, remote read or write */
+	bool at_off;	    /* exs_send_offset/exs_recv_offset: at roff of the peer's block */
+	uint64_t roff;
+	bool reading;	    /* receive: its RDMA READ of the peer's block is out */
+	bool pwrite;	    /* send: written into the peer's persistent receive */
 	/* exs_sendmsg/exs_recvmsg: the msghdr its event names (as its buffer),
 	 * and nseg > 1 elements (exs_conn_segs_new); a receive's buf is then a
 	 * bounce buffer. conn.c frees both when it completes the op; when it
@@ -294,6 +301,16 @@ enum exs_unadv_state {
 	EXS_UNADV_ASKED,  /* UNADVERT out for unadv_slot, its receive waiting */
 	EXS_UNADV_FILLED, /* that receive completed meanwhile: the slot waits for the ACK */
 };
+
+/* Persistent transfers (proto/exs_wire.h part 6): each of the four that a
+ * connection may have, ours and the peer's, one per direction each. */
+enum exs_pst_state {
+	EXS_PST_NONE,
+	EXS_PST_ACTIVE, /* in effect (ours: PERSIST sent; the peer's: PERSIST came) */
+	EXS_PST_ENDING, /* ours: UNPERSIST sent, its ACK pending; the peer's send:
+			 * UNPERSIST came, our READs drain before the ACK */
+};
+enum { EXS_PST_OWN_SEND, EXS_PST_OWN_RECV, EXS_PST_PEER_SEND, EXS_PST_PEER_RECV, EXS_PST_N };
 
 struct exs_conn {
 	int fd;	  /* the socket its events name */
@@ -367,6 +384,15 @@ struct exs_conn {
 	uint32_t ecredits; /* EAGER messages the peer has room for */
 	uint32_t owed;	   /* eager credits to give back */
 	uint32_t eager_sq; /* EAGER SENDs posted, completion not seen */
+	/* persistent transfers (part 6) */
+	enum exs_pst_state pst[EXS_PST_N];
+	uint32_t pst_op[2];	  /* own send / receive: its op slot */
+	bool pst_refused[2];	  /* own send / receive: the peer's REFUSE came while ENDING */
+	struct exs_wire_msg blk[2]; /* the peer's PERSIST: its send's block, its receive's */
+	uint32_t reads_out;	  /* our READs of the peer's block in flight */
+	uint32_t rd_left;	  /* its UNPERSIST came: waiting receives still to be read */
+	uint32_t rd_unacked;	  /* READ_DONEs sent, not credited back */
+	uint32_t rd_owed;	  /* READ_DONEs received, not credited back */
 	bool armed; /* its CQ will raise an event on the next completion */
 	uint64_t probe_deadline_ms;
 	uint64_t bytes_sent, bytes_rcvd, sends, recvs, errors; /* for exsctl */
@@ -423,6 +449,8 @@ bool exs_conn_recv_ready(const struct exs_conn *c);
 void exs_conn_stats(const struct exs_conn *c, ExsCtl__SockStats *x);
 /* exs_cancel: EXS_CANCEL_RECV / _SEND operations with ahandle `ah` */
 int exs_conn_cancel(struct exs_conn *c, exs_ahandle_t ah, int what);
+/* close: our persistent send and receive end (UNPERSIST) */
+void exs_conn_unpersist_all(struct exs_conn *c);
 
 /* ---- sock.c: the fd table and each socket's life cycle */
 enum exs_sock_state {

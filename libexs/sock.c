@@ -435,10 +435,12 @@ static void close_now(struct exs_sock *s, int flags)
 		s->close_deadline_ms =
 			exs_now_ms() + ((flags & EXS_DONTLINGER) ? EXS_FIN_MS : EXS_LINGER_MS);
 		exs_progress_wake();
-		if (flags & EXS_DONTLINGER)
+		if (flags & EXS_DONTLINGER) {
 			exs_conn_abort(s->conn);
-		else
+		} else {
+			exs_conn_unpersist_all(s->conn); /* the peer lets go of our blocks */
 			exs_conn_shut_wr(s->conn);
+		}
 		exs_sock_maybe_finish_close(s);
 		break;
 	default:

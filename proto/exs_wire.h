@@ -26,6 +26,11 @@
  *      exs_cancel of an advertised receive: UNADVERT and UNADVERT_ACK;
  *      EXS_WIRE_SPARE 10 -> 12 (room for one of each). (Version 3 never
  *      shipped in a release; both changes of that day are one version.)
+ *   5  (2026-11-25) part 6: persistent sends and receives (EXS_PERSISTENT,
+ *      exs_send_offset, exs_recv_offset): PERSIST, UNPERSIST,
+ *      UNPERSIST_ACK, REFUSE, READ_DONE, READ_CREDIT; the receiver of a
+ *      persistent send fetches it by RDMA READ. Each side keeps C more
+ *      receives posted (READ_DONEs); EXS_WIRE_SPARE 12 -> 20.
  *
  * 1. Setup, carried by exsd in rdmacm private data (all fields big-endian).
  *    The active side's exsd sends a request in rdma_connect(); the passive
@@ -105,7 +110,10 @@
  *    directions. Each side keeps 2C + EXS_WIRE_SPARE receives posted
  *    (at most one unanswered advert or MORE per peer receive, one IMM/DONE
  *    per own advert, and HELLO, FIN, ABORT, RDSHUT, RDSHUT_ACK, PING, PONG,
- *    RTS, two CREDITs, UNADVERT and UNADVERT_ACK), plus C more when small messages are on (below).
+ *    RTS, two CREDITs, UNADVERT and UNADVERT_ACK, and per direction of
+ *    part 6 a PERSIST, UNPERSIST, UNPERSIST_ACK, REFUSE and READ_CREDIT),
+ *    C more for READ_DONEs (part 6), plus C more when small messages are
+ *    on (below).
  *
  * 3. Small messages (SOCK_SEQPACKET with a negotiated sp_max S > 0, guide
  *    §7.2). Messages and receives are numbered from 0 on each side; the
@@ -167,7 +175,53 @@
  *    one region, a library buffer, and is copied into the segments when it
  *    completes: SEQPACKET's one message, one receive holds unchanged.
  *
- * 6. exs_sendfile (no new message, no new version): a SOCK_STREAM send of
+ * 6. Persistent transfers (SOCK_SEQPACKET only; seed 000 §4.2-4.4). A
+ *    direction (say A to B) has at most one of: A's persistent send, or
+ *    B's persistent receive. Either starts only when its side has nothing
+ *    else of that direction under way (sends; or receives and kept small
+ *    messages), and its side takes no other such operation until it ends.
+ *    The two directions are independent.
+ *    - PERSIST {flags, addr, rkey, len}: flags & EXS_WIRE_PST_RECV: B's
+ *      persistent receive, a region A may RDMA WRITE (rkey with remote
+ *      write); else A's persistent send, a region B may RDMA READ (an MR
+ *      with remote read over exactly that block, registered for it).
+ *      EXS_WIRE_PST_NOTIFY (a send's only): B answers each READ with
+ *      READ_DONE. len > 0; no other flag. A PERSIST for a direction that
+ *      already has one of the peer's is a protocol error.
+ *    - A's persistent send in effect at B: every receive B posts (oldest
+ *      first) is filled by RDMA READs of min(its length, len) bytes from
+ *      the block's start, exs_recv_offset's from its offset (B checks the
+ *      range against len before anything moves); the receive completes
+ *      when its READ does. Receives waiting when PERSIST arrives are read
+ *      too (their adverts are void: A drops every ADVERT while it
+ *      persists) and B's receive count restarts at its message count less
+ *      the small messages it keeps (A sends nothing while it persists);
+ *      those kept messages still go to B's next receives first.
+ *    - NOTIFY: after each READ, B SENDs READ_DONE {len = bytes read}. B
+ *      has at most C READ_DONEs not yet credited; A returns them with
+ *      READ_CREDIT {len = how many} once C/2 (at least 1) are owed.
+ *    - B's persistent receive in effect at A: every send A places (oldest
+ *      first) goes as RDMA WRITEs of min(its length, len) bytes to the
+ *      block's start (exs_send_offset's at its offset) and completes when
+ *      they do; B learns nothing of it. EAGER messages A sent before
+ *      PERSIST arrived are copied by B to the block's start, in order; an
+ *      RTS is void (A writes that send).
+ *    - REFUSE {flags}: the peer's PERSIST (flags & EXS_WIRE_PST_RECV say
+ *      which) met one of our own for the same direction (the two crossed):
+ *      it is not used. Both sides refuse, so both fail (EBUSY).
+ *    - UNPERSIST {flags}: exs_cancel, or the close, of the persistent
+ *      send (flags 0) or receive (EXS_WIRE_PST_RECV). Its owner keeps the
+ *      block registered until UNPERSIST_ACK {flags}; the peer answers once
+ *      nothing of its own touches the block any more: a writer at once
+ *      (its WRITEs went first, RC order), a reader when its READs of the
+ *      receives that were waiting when UNPERSIST came have completed (its
+ *      READ_DONEs go first). An UNPERSIST of a refused PERSIST is
+ *      answered at once. After the ACK a reader numbers its waiting
+ *      receives from its message count (less kept messages) and
+ *      advertises them as in part 3; an owner of a persistent receive
+ *      sets its receive count likewise. A FIN or RDSHUT_ACK ends a
+ *      persistent receive without an ACK (nothing more is written).
+ * 7. exs_sendfile (no new message, no new version): a SOCK_STREAM send of
  *    its elements' bytes in order, as several ordinary sends (parts 2 and
  *    4) of at most 16 MiB each; the receiver cannot tell them from
  *    exs_send's bytes.
@@ -177,9 +231,9 @@
 
 #include <stdint.h>
 
-#define EXS_WIRE_VERSION 4
+#define EXS_WIRE_VERSION 5
 #define EXS_WIRE_MAGIC 0x4558 /* "EX" */
-#define EXS_WIRE_SPARE 12
+#define EXS_WIRE_SPARE 20
 #define EXS_WIRE_EAGER_MAX 4096 /* the most data an EAGER carries, whatever sp_max says */
 
 /* 1. setup (CM private data) */
@@ -219,8 +273,16 @@ enum exs_wire_type {
 	EXS_WIRE_CREDIT = 13,
 	EXS_WIRE_UNADVERT = 14,
 	EXS_WIRE_UNADVERT_ACK = 15,
+	EXS_WIRE_PERSIST = 16,
+	EXS_WIRE_UNPERSIST = 17,
+	EXS_WIRE_UNPERSIST_ACK = 18,
+	EXS_WIRE_REFUSE = 19,
+	EXS_WIRE_READ_DONE = 20,
+	EXS_WIRE_READ_CREDIT = 21,
 };
 #define EXS_WIRE_ADV_WAITALL 0x1 /* exs_wire_msg.flags of an ADVERT */
+#define EXS_WIRE_PST_RECV 0x1	 /* flags of part 6: the persistent receive's, else the send's */
+#define EXS_WIRE_PST_NOTIFY 0x2	 /* PERSIST of a send: READ_DONE after each read */
 
 struct exs_wire_msg {
 	uint8_t version;
@@ -228,9 +290,10 @@ struct exs_wire_msg {
 	uint16_t credits; /* eager credits returned (any type) */
 	uint16_t flags;
 	uint16_t slot;    /* ADVERT, DONE, MORE, UNADVERT(_ACK): the receive operation */
-	uint64_t addr;    /* ADVERT */
-	uint32_t rkey;    /* ADVERT */
-	uint32_t len;     /* ADVERT: buffer size; DONE: bytes placed */
+	uint64_t addr;    /* ADVERT, PERSIST */
+	uint32_t rkey;    /* ADVERT, PERSIST */
+	uint32_t len;     /* ADVERT, PERSIST: buffer size; DONE: bytes placed;
+			   * READ_DONE: bytes read; READ_CREDIT: READ_DONEs */
 	uint32_t lost;    /* DONE: bytes of the send that did not fit */
 	uint32_t seq;     /* ADVERT, RTS: the receive's (message's) number */
 };

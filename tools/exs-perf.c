@@ -4,8 +4,17 @@
  * the manner of perftest. Run the same command on both ends, with the
  * server's address on the client:
  *
- *   exs-perf [options] blast|pingpong|connect            (server)
- *   exs-perf [options] blast|pingpong|connect ADDRESS    (client)
+ *   exs-perf [options] blast|pingpong|connect|psample|ptrans            (server)
+ *   exs-perf [options] blast|pingpong|connect|psample|ptrans ADDRESS    (client)
+ *
+ * psample: the server shares a block of SIZE bytes by a persistent send
+ * (exs(7), Persistent transfers); the client reads it N times, one
+ * receive at a time: reads/s, Gb/s and each read's latency (not halved).
+ * ptrans: seed 000 §4.2's double-buffered transaction over two sockets,
+ * each side a persistent send with EXS_READ_NOTIFY of one buffer: the
+ * client changes A, waits for the notify that the server read A, reads B;
+ * the server reads A, changes B, waits for the notify that B was read.
+ * Latency: one client round (change A .. B read).
  *
  *   -p PORT      (default 18515)
  *   -s SIZES     list "1,64,4096" or range "1:16M" (powers of two in it);
@@ -51,7 +60,7 @@
 
 #include <exs.h>
 
-enum mode { BLAST = 1, PINGPONG, CONNECT };
+enum mode { BLAST = 1, PINGPONG, CONNECT, PSAMPLE, PTRANS };
 
 /* what the client tells the server before each point, and the answer */
 struct hdr {
@@ -368,6 +377,118 @@ static void pingpong(int fd, exs_qhandle_t q, const struct hdr *h, bool client, 
 	win_close(w);
 }
 
+/* ---- persistent transfers (exs(7)) */
+
+/* the next event, which must be of `type` at fd */
+static exs_event_t wait_for(exs_qhandle_t q, int fd, int type)
+{
+	exs_event_t ev = wait_one(q);
+
+	if (ev.exs_evt_type != type || ev.exs_evt_socket != fd) {
+		errno = EPROTO;
+		die("an event out of turn");
+	}
+	return ev;
+}
+
+/* end our persistent send `ah` on fd: cancel, its last event ECANCELED
+ * (read-notify events of reads still under way come first) */
+static void unpersist(int fd, exs_qhandle_t q, void *ah)
+{
+	exs_event_t ev;
+
+	if (exs_cancel(fd, ah, EXS_CANCEL_SEND))
+		die("exs_cancel");
+	do {
+		if (exs_qdequeue(q, &ev, 1, NULL) != 1 || ev.exs_evt_type != EXS_EVT_SEND ||
+		    ev.exs_evt_ahandle != ah)
+			die("cancel of the persistent send");
+	} while (!ev.exs_evt_errno);
+	if (ev.exs_evt_errno != ECANCELED)
+		die("cancel of the persistent send");
+}
+
+/* the client: until the peer's persistent send is gone, reads go on */
+static void await_unpersist(int fd, struct bufs *B)
+{
+	for (;;) {
+		ssize_t n = exs_recv_offset(fd, B->b[0], 1, EXS_BLOCK, 0, NULL, NULL, B->mh[0]);
+
+		if (n == -1 && errno == EINVAL)
+			return;
+		if (n != 1)
+			die("exs_recv_offset");
+	}
+}
+
+static void psample(int fd, exs_qhandle_t q, const struct hdr *h, bool client, struct bufs *B, double *lat,
+		    struct win *w)
+{
+	char done = 1;
+
+	win_open(w);
+	if (!client) { /* B->b[0]: the block; the client's "done" in B->b[1] */
+		if (exs_send(fd, B->b[0], h->size, EXS_PERSISTENT, q, (void *)2, B->mh[0]) ||
+		    exs_recv(fd, B->b[1], 1, 0, q, (void *)1, EXS_MHANDLE_UNREGISTERED))
+			die("persistent send");
+		wait_for(q, fd, EXS_EVT_RECV);
+		win_close(w);
+		unpersist(fd, q, (void *)2);
+		return;
+	}
+	for (uint32_t i = 0; i < h->count; i++) {
+		double t0 = now();
+
+		if (exs_recv(fd, B->b[0], h->size, 0, q, (void *)1, B->mh[0]))
+			die("exs_recv");
+		wait_for(q, fd, EXS_EVT_RECV);
+		lat[i] = now() - t0;
+	}
+	win_close(w);
+	if (exs_send(fd, &done, 1, EXS_BLOCK, NULL, NULL, EXS_MHANDLE_UNREGISTERED) != 1)
+		die("exs_send");
+	await_unpersist(fd, B);
+}
+
+/* B->b[0]: our shared buffer, B->b[1]: where the peer's is read into */
+static void ptrans(int fd, int lfd, exs_qhandle_t q, const struct sockaddr_in *sa, const struct hdr *h,
+		   bool client, struct bufs *B, double *lat, struct win *w)
+{
+	/* the client shares A on fd, the server B on a second socket */
+	int fd2 = client ? exs_socket(AF_INET, type, 0) : exs_blocking_accept(lfd, NULL, NULL);
+	int mine = client ? fd : fd2, peers = client ? fd2 : fd;
+
+	if (fd2 < 0 || (client && exs_blocking_connect(fd2, (const struct sockaddr *)sa, sizeof(*sa))))
+		die("the second connection");
+	if (exs_send(mine, B->b[0], h->size, EXS_PERSISTENT | EXS_READ_NOTIFY, q, (void *)3, B->mh[0]))
+		die("persistent send");
+	win_open(w);
+	for (uint32_t i = 0; i < h->count; i++) {
+		double t0 = now();
+
+		if (client) {
+			B->b[0][0] = (char)i; /* a new request */
+			wait_for(q, mine, EXS_EVT_SEND); /* the server read A: B is ready */
+			if (exs_recv(peers, B->b[1], h->size, 0, q, (void *)1, B->mh[1]))
+				die("exs_recv");
+			wait_for(q, peers, EXS_EVT_RECV);
+			lat[i] = now() - t0;
+		} else {
+			if (exs_recv(peers, B->b[1], h->size, 0, q, (void *)1, B->mh[1]))
+				die("exs_recv");
+			wait_for(q, peers, EXS_EVT_RECV);
+			B->b[0][0] = B->b[1][0]; /* the answer */
+			wait_for(q, mine, EXS_EVT_SEND); /* the client read B */
+		}
+	}
+	win_close(w);
+	unpersist(mine, q, (void *)3);
+	if (client) /* the server's block must be let go of before the close */
+		await_unpersist(peers, B);
+	if (exs_blocking_close(fd2))
+		die("close of the second connection");
+}
+
 /* ---- connect */
 
 static void connect_server(int lfd, const struct hdr *h, struct win *w)
@@ -403,8 +524,8 @@ static void connect_client(const struct sockaddr_in *sa, const struct hdr *h, do
 
 static void usage(FILE *f)
 {
-	fputs("usage: exs-perf [OPTIONS] blast|pingpong|connect             (server)\n"
-	      "       exs-perf [OPTIONS] blast|pingpong|connect ADDRESS     (client)\n"
+	fputs("usage: exs-perf [OPTIONS] blast|pingpong|connect|psample|ptrans          (server)\n"
+	      "       exs-perf [OPTIONS] blast|pingpong|connect|psample|ptrans ADDRESS  (client)\n"
 	      "  -p PORT      (default 18515)\n"
 	      "  -s SIZES     list \"1,64,4096\" or range \"1:16M\" (powers of two in it); K/M/G\n"
 	      "  -d DEPTHS    operations in flight, list (blast; default 1)\n"
@@ -424,7 +545,8 @@ static void usage(FILE *f)
 
 static const char *mode_name(int m)
 {
-	return m == BLAST ? "blast" : m == PINGPONG ? "pingpong" : "connect";
+	return m == BLAST ? "blast" : m == PINGPONG ? "pingpong" : m == PSAMPLE ? "psample"
+	       : m == PTRANS ? "ptrans" : "connect";
 }
 
 /* One point on either side. The client returns the server's reply. */
@@ -437,7 +559,7 @@ static struct hdr run_point(int fd, int lfd, exs_qhandle_t q, const struct socka
 
 	if (h.mode == BLAST)
 		bufs_get(&B, (int)h.depth, h.size);
-	else if (h.mode == PINGPONG)
+	else if (h.mode == PINGPONG || h.mode == PSAMPLE || h.mode == PTRANS)
 		bufs_get(&B, 2, h.size);
 	if (h.mode == BLAST && client)
 		blast_send(fd, q, &h, &B, w);
@@ -445,6 +567,10 @@ static struct hdr run_point(int fd, int lfd, exs_qhandle_t q, const struct socka
 		errors = blast_recv(fd, q, &h, &B, w);
 	else if (h.mode == PINGPONG)
 		pingpong(fd, q, &h, client, &B, lat, w);
+	else if (h.mode == PSAMPLE)
+		psample(fd, q, &h, client, &B, lat, w);
+	else if (h.mode == PTRANS)
+		ptrans(fd, lfd, q, sa, &h, client, &B, lat, w);
 	else if (client)
 		connect_client(sa, &h, lat, w);
 	else
@@ -477,9 +603,9 @@ static void report(const struct hdr *h, const struct hdr *r, double *lat, const 
 	double secs = w->t, cpu = secs > 0 ? 100 * w->c / secs : 0;
 	double gbps = 0, mps = h->count / secs, lmin = 0, lmed = 0, lmean = 0, l99 = 0, l999 = 0;
 
-	if (h->mode == BLAST) {
+	if (h->mode == BLAST || h->mode == PSAMPLE)
 		gbps = (double)h->size * h->count * 8 / secs / 1e9;
-	} else {
+	if (h->mode != BLAST) {
 		/* pingpong: one-way latency = round trip / 2 */
 		double f = h->mode == PINGPONG ? 0.5e6 : 1e6;
 
@@ -551,8 +677,9 @@ int main(int argc, char **argv)
 		goto usage_error;
 	}
 	mode = !strcmp(argv[optind], "blast") ? BLAST : !strcmp(argv[optind], "pingpong") ? PINGPONG
-	       : !strcmp(argv[optind], "connect") ? CONNECT : 0;
-	bad = !mode ? "unknown mode (blast, pingpong or connect)"
+	       : !strcmp(argv[optind], "connect") ? CONNECT : !strcmp(argv[optind], "psample") ? PSAMPLE
+	       : !strcmp(argv[optind], "ptrans") ? PTRANS : 0;
+	bad = !mode ? "unknown mode (blast, pingpong, connect, psample or ptrans)"
 	      : optind + 2 < argc ? "too many arguments"
 	      : nsizes < 1 ? "bad -s SIZES" : ndepths < 1 ? "bad -d DEPTHS"
 	      : sp_max < -1 || inline_max < -1 || sbuf < -1 ? "bad --sp, --inline or --sbuf"
@@ -637,7 +764,7 @@ int main(int argc, char **argv)
 			else if (mode == BLAST)
 				h.count = blast_count(h.size);
 			else
-				h.count = mode == PINGPONG ? 2000 : 200;
+				h.count = mode == CONNECT ? 200 : 2000;
 			if (mode == BLAST && min_secs > 0 && count_opt <= 0) {
 				/* an untimed warm-up, long enough to measure the rate */
 				struct hdr p = h;

@@ -2765,6 +2765,259 @@ static void cancel_calls(void)
 	cancel_accept_connect();
 }
 
+/* ---- persistent transfers and offsets (seed 000 §4.2-4.4, exs(7)) */
+
+#define PB 8192 /* the persistent block */
+
+/* `n` receives of `len` B at b of a's block (at `off` if >= 0), each
+ * checked against `seed` at that offset; true if all complete in time */
+static bool reads_block(int b, exs_qhandle_t q, char *rb, size_t len, off_t off, size_t want,
+			unsigned seed, int n)
+{
+	for (int i = 0; i < n; i++) {
+		static char ref[2 * PB];
+		exs_event_t ev;
+		ssize_t r;
+
+		memset(rb, 0, len);
+		r = off < 0 ? exs_recv(b, rb, len, 0, q, AH(100 + i), UNREG) :
+			      exs_recv_offset(b, rb, len, 0, off, q, AH(100 + i), UNREG);
+		ev = next_event(q, WAIT_S * 1000);
+		fill(ref, PB, seed);
+		if (r || !event_is(&ev, EXS_EVT_RECV, b, AH(100 + i), 0) || ev_len(&ev) != want ||
+		    memcmp(rb, ref + (off < 0 ? 0 : off), want))
+			return false;
+	}
+	return true;
+}
+
+/* events of type `type` for `ah` at fd within `ms`, counted (others are
+ * counted in *other) */
+static int count_events(exs_qhandle_t q, int fd, void *ah, int ms, int *other)
+{
+	int n = 0;
+
+	for (;;) {
+		exs_event_t ev = next_event(q, ms);
+
+		if (!ev.exs_evt_type)
+			return n;
+		if (event_is(&ev, EXS_EVT_SEND, fd, ah, 0))
+			n++;
+		else
+			(*other)++;
+	}
+}
+
+static void persistent_send(void)
+{
+	static char blk[PB], rb[2 * PB], sb[4096];
+	exs_qhandle_t q = exs_qcreate(64), qa = exs_qcreate(64);
+	exs_mhandle_t mh = exs_mregister(blk, sizeof(blk), 0);
+	exs_event_t ev;
+	int a, b, other = 0;
+
+	if (!make_pair(SOCK_SEQPACKET, 0, 0, &a, &b)) {
+		report(false, "4.2", "persistent send: connection");
+		return;
+	}
+	expect_err("4.4", "exs_recv_offset with no persistent send of the peer: EINVAL",
+		   exs_recv_offset(b, rb, 100, 0, 0, q, AH(1), UNREG), EINVAL);
+	expect_err("4.4", "exs_send_offset with no persistent receive of the peer: EINVAL",
+		   exs_send_offset(a, sb, 100, 0, 0, q, AH(1), UNREG), EINVAL);
+	expect_err("4.2", "EXS_PERSISTENT with EXS_BLOCK: EINVAL",
+		   exs_send(a, blk, PB, EXS_PERSISTENT | EXS_BLOCK, qa, AH(2), mh), EINVAL);
+	expect_err("4.2", "EXS_PERSISTENT without a queue: EINVAL",
+		   exs_send(a, blk, PB, EXS_PERSISTENT, NULL, AH(2), mh), EINVAL);
+	expect_err("4.2", "EXS_READ_NOTIFY without EXS_PERSISTENT: EINVAL",
+		   exs_send(a, blk, PB, EXS_READ_NOTIFY, qa, AH(2), mh), EINVAL);
+	expect_err("4.2", "EXS_READ_NOTIFY on a receive: EINVAL",
+		   exs_recv(b, rb, PB, EXS_PERSISTENT | EXS_READ_NOTIFY, q, AH(2), UNREG), EINVAL);
+	expect_err("4.4", "exs_send_offset with EXS_PERSISTENT: EINVAL",
+		   exs_send_offset(a, blk, PB, EXS_PERSISTENT, 0, qa, AH(2), mh), EINVAL);
+	expect_err("4.4", "a negative offset: EINVAL",
+		   exs_recv_offset(b, rb, 100, 0, -1, q, AH(2), UNREG), EINVAL);
+	fill(blk, PB, 7);
+	expect_ok("4.2", "exs_send EXS_PERSISTENT of a registered 8 KiB block",
+		  exs_send(a, blk, PB, EXS_PERSISTENT, qa, AH(3), mh));
+	report(reads_block(b, q, rb, PB, -1, PB, 7, 3), "4.2",
+	       "three receives of the peer each read the whole block, checked");
+	report(reads_block(b, q, rb, 1000, -1, 1000, 7, 2), "4.2",
+	       "a shorter receive reads the block's start, checked");
+	report(reads_block(b, q, rb, 2 * PB, -1, PB, 7, 1), "4.2",
+	       "a longer receive reads the block (length = block), checked");
+	fill(blk, PB, 8); /* the sender changes its memory only */
+	report(reads_block(b, q, rb, PB, -1, PB, 8, 2), "4.2",
+	       "after the sender changed its block, receives read the new values");
+	report(reads_block(b, q, rb, 500, 1000, 500, 8, 2), "4.4",
+	       "exs_recv_offset reads [1000, 1500) of the block, checked");
+	report(reads_block(b, q, rb, 192, PB - 192, 192, 8, 1), "4.4",
+	       "exs_recv_offset of the block's last bytes, checked");
+	expect_err("4.4", "exs_recv_offset past the block's end: EINVAL",
+		   exs_recv_offset(b, rb, 500, 0, PB - 499, q, AH(4), UNREG), EINVAL);
+	expect_err("4.4", "exs_recv_offset at an offset beyond the block: EINVAL",
+		   exs_recv_offset(b, rb, 1, 0, PB + 1, q, AH(4), UNREG), EINVAL);
+	expect_err("4.2", "a normal send while the persistent send is in effect: EBUSY",
+		   exs_send(a, sb, 100, 0, qa, AH(5), UNREG), EBUSY);
+	expect_err("4.2", "a second persistent send: EBUSY",
+		   exs_send(a, blk, PB, EXS_PERSISTENT, qa, AH(5), mh), EBUSY);
+	expect_err("4.3", "a persistent receive against the peer's persistent send: EBUSY",
+		   exs_recv(b, rb, PB, EXS_PERSISTENT, q, AH(5), UNREG), EBUSY);
+	report(count_events(qa, a, AH(3), 100, &other) == 0 && !other, "4.2",
+	       "the sender got no event for the reads (no EXS_READ_NOTIFY)");
+	expect_ok("4.2", "exs_cancel of the persistent send", exs_cancel(a, AH(3), EXS_CANCEL_SEND));
+	ev = next_event(qa, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_SEND, a, AH(3), ECANCELED), "4.2",
+	       "its event says ECANCELED (got type %d errno %d)", ev.exs_evt_type, ev.exs_evt_errno);
+	expect_err("4.2", "exs_cancel of it again: ENOENT", exs_cancel(a, AH(3), 0), ENOENT);
+	expect_err("4.4", "exs_recv_offset after the cancel: EINVAL",
+		   exs_recv_offset(b, rb, 100, 0, 0, q, AH(6), UNREG), EINVAL);
+	/* a receive after the cancel waits for the peer's next send */
+	memset(rb, 0, sizeof(rb));
+	exs_recv(b, rb, sizeof(rb), 0, q, AH(7), UNREG);
+	ev = next_event(q, 200);
+	report(!ev.exs_evt_type, "4.2", "a receive after the cancel waits (no event in 200 ms)");
+	fill(sb, 3000, 9);
+	exs_send(a, sb, 3000, EXS_BLOCK, NULL, NULL, UNREG);
+	ev = next_event(q, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_RECV, b, AH(7), 0) && ev_len(&ev) == 3000 && same(rb, 3000, 9),
+	       "4.2", "and takes the peer's next normal send, checked");
+	report(still_carries(a, b, q, rb, 10), "4.2", "after the persistent send, data both ways");
+
+	/* read-notify: one event per read, the send stays in effect */
+	fill(blk, PB, 11);
+	expect_ok("4.2", "exs_send EXS_PERSISTENT | EXS_READ_NOTIFY (unregistered block)",
+		  exs_send(a, blk, PB, EXS_PERSISTENT | EXS_READ_NOTIFY, qa, AH(12), UNREG));
+	report(reads_block(b, q, rb, PB, -1, PB, 11, 5) && reads_block(b, q, rb, 100, 50, 100, 11, 2),
+	       "4.2", "the peer reads it 7 times (5 whole, 2 at an offset), checked");
+	other = 0;
+	int n = count_events(qa, a, AH(12), 500, &other);
+	report(n == 7 && !other, "4.2", "the sender got 7 read-notify events, errno 0 (got %d, %d other)",
+	       n, other);
+	expect_ok("4.2", "exs_cancel of the read-notify send", exs_cancel(a, AH(12), 0));
+	ev = next_event(qa, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_SEND, a, AH(12), ECANCELED), "4.2",
+	       "its final event says ECANCELED");
+
+	/* a pending receive is read when the persistent send comes */
+	memset(rb, 0, sizeof(rb));
+	exs_recv(b, rb, PB, 0, q, AH(13), UNREG);
+	fill(blk, PB, 14);
+	exs_send(a, blk, PB, EXS_PERSISTENT, qa, AH(15), mh);
+	ev = next_event(q, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_RECV, b, AH(13), 0) && ev_len(&ev) == PB && same(rb, PB, 14),
+	       "4.2", "a receive waiting before the persistent send reads it, checked");
+	/* the close ends it: the peer's next receive is an EOF */
+	exs_blocking_close(a);
+	ev = next_event(qa, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_SEND, a, AH(15), ECANCELED), "4.2",
+	       "the close ends the persistent send (ECANCELED)");
+	exs_recv(b, rb, PB, 0, q, AH(16), UNREG);
+	ev = next_event(q, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_RECV, b, AH(16), 0) && ev_len(&ev) == 0, "4.2",
+	       "after the sender's close the peer's receive is an EOF");
+	exs_blocking_close(b);
+	exs_mderegister(mh, 0);
+	exs_qdelete(q);
+	exs_qdelete(qa);
+}
+
+static void persistent_recv(void)
+{
+	static char blk[4096], sb[4096], rb[4096];
+	exs_qhandle_t q = exs_qcreate(64), qa = exs_qcreate(64);
+	exs_event_t ev;
+	bool ok = true;
+	int a, b, fd;
+
+	fd = exs_socket(AF_INET, SOCK_STREAM, 0);
+	if (make_pair(SOCK_STREAM, 0, 0, &a, &b)) {
+		expect_err("4.2", "EXS_PERSISTENT on SOCK_STREAM: EOPNOTSUPP",
+			   exs_send(a, sb, 100, EXS_PERSISTENT, qa, AH(1), UNREG), EOPNOTSUPP);
+		exs_blocking_close(a);
+		exs_blocking_close(b);
+	}
+	expect_err("4.2", "EXS_PERSISTENT on an unconnected socket: ENOTCONN",
+		   exs_send(fd, sb, 100, EXS_PERSISTENT, qa, AH(1), UNREG), ENOTCONN);
+	exs_blocking_close(fd);
+	if (!make_pair(SOCK_SEQPACKET, 0, 0, &a, &b)) {
+		report(false, "4.3", "persistent receive: connection");
+		return;
+	}
+	memset(blk, 0, sizeof(blk));
+	expect_ok("4.3", "exs_recv EXS_PERSISTENT of a 4 KiB buffer",
+		  exs_recv(b, blk, sizeof(blk), EXS_PERSISTENT, q, AH(20), UNREG));
+	/* a small send (EAGER, maybe before the peer knew) and long ones */
+	for (int i = 0; i < 4 && ok; i++) {
+		size_t len = i == 0 ? 100 : i == 3 ? 4096 : 3000;
+
+		fill(sb, len, 21 + i);
+		ok = exs_send(a, sb, len, EXS_BLOCK, NULL, NULL, UNREG) == (ssize_t)len;
+		for (int t = 0; t < 100 && !same(blk, len, 21 + i); t++)
+			usleep(1000); /* an EAGER one is copied by the peer's library */
+		ok = ok && same(blk, len, 21 + i);
+	}
+	report(ok, "4.3", "four sends (100 B to 4 KiB) each land in the persistent receive, checked");
+	ev = next_event(q, 100);
+	report(!ev.exs_evt_type, "4.3", "the receiver got no event for them");
+	fill(sb, 50, 30);
+	ok = exs_send_offset(a, sb, 50, EXS_BLOCK, 1000, NULL, NULL, UNREG) == 50;
+	fill(rb, 4096, 24);
+	memcpy(rb + 1000, sb, 50);
+	report(ok && !memcmp(blk, rb, 4096), "4.4",
+	       "exs_send_offset writes [1000, 1050) of the peer's buffer and nothing else, checked");
+	expect_err("4.4", "exs_send_offset past the buffer's end: EINVAL",
+		   exs_send_offset(a, sb, 100, 0, 4000, qa, AH(21), UNREG), EINVAL);
+	fill(sb, 4096, 31);
+	ok = exs_send(a, sb, 4096, EXS_BLOCK, NULL, NULL, UNREG) == 4096 && same(blk, 4096, 31);
+	report(ok, "4.3", "a send as long as the buffer fills it, checked");
+	expect_err("4.3", "a normal receive while the persistent receive is in effect: EBUSY",
+		   exs_recv(b, rb, 100, 0, q, AH(22), UNREG), EBUSY);
+	expect_err("4.3", "a persistent send against the peer's persistent receive: EBUSY",
+		   exs_send(a, sb, 100, EXS_PERSISTENT, qa, AH(22), UNREG), EBUSY);
+	expect_ok("4.3", "exs_cancel of the persistent receive", exs_cancel(b, AH(20), 0));
+	ev = next_event(q, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_RECV, b, AH(20), ECANCELED), "4.3",
+	       "its event says ECANCELED (got type %d errno %d)", ev.exs_evt_type, ev.exs_evt_errno);
+	expect_err("4.4", "exs_send_offset after the cancel: EINVAL",
+		   exs_send_offset(a, sb, 10, 0, 0, qa, AH(23), UNREG), EINVAL);
+	report(still_carries(a, b, q, rb, 32), "4.3", "after the persistent receive, data both ways");
+
+	/* both at once: refused, locally or by the peer (both EBUSY) */
+	int ra = (int)exs_send(a, sb, 4096, EXS_PERSISTENT, qa, AH(24), UNREG);
+	int rb_ = (int)exs_recv(b, blk, 4096, EXS_PERSISTENT, q, AH(25), UNREG);
+	exs_event_t e1 = next_event(qa, 1000), e2 = next_event(q, 1000);
+	bool crossed = !ra && !rb_ && event_is(&e1, EXS_EVT_SEND, a, AH(24), EBUSY) &&
+		       event_is(&e2, EXS_EVT_RECV, b, AH(25), EBUSY);
+	bool local = !ra && rb_ == -1 && errno == EBUSY && !e1.exs_evt_type;
+	report(crossed || local, "4.3",
+	       "a persistent send and receive for one direction at once: one refused with EBUSY (%s)",
+	       crossed ? "crossed: both" : "locally");
+	if (local) {
+		exs_cancel(a, AH(24), 0);
+		e1 = next_event(qa, WAIT_S * 1000);
+	}
+	report(still_carries(a, b, q, rb, 33), "4.3", "then data both ways");
+	/* the close ends a persistent receive once the peer let go of it */
+	exs_recv(b, blk, sizeof(blk), EXS_PERSISTENT, q, AH(26), UNREG);
+	fill(sb, 3000, 34);
+	ok = exs_send(a, sb, 3000, EXS_BLOCK, NULL, NULL, UNREG) == 3000 && same(blk, 3000, 34);
+	report(ok, "4.3", "a second persistent receive takes the peer's send, checked");
+	exs_blocking_close(b);
+	ev = next_event(q, WAIT_S * 1000);
+	report(event_is(&ev, EXS_EVT_RECV, b, AH(26), ECANCELED), "4.3",
+	       "the close ends the persistent receive with ECANCELED (got errno %d)", ev.exs_evt_errno);
+	exs_blocking_close(a);
+	exs_qdelete(q);
+	exs_qdelete(qa);
+}
+
+static void persistent(void)
+{
+	persistent_send();
+	persistent_recv();
+}
+
 int main(int argc, char **argv)
 {
 	double t0 = now();
@@ -2796,6 +3049,7 @@ int main(int argc, char **argv)
 	forking();
 	cancelling();
 	cancel_calls();
+	persistent();
 	printf("%d passed, %d failed (%.1f s)\n", passed, failed, now() - t0);
 	return failed ? 1 : 0;
 }

@@ -430,6 +430,16 @@ int ibv_query_port(struct ibv_context *c, uint8_t port, struct _compat_ibv_port_
 	return 0;
 }
 
+/* the RDMA READ depths exsd asks for (cm.c rd_depth): the RoCE device
+ * allows more than exsd wants, the iWARP one less */
+int ibv_query_device(struct ibv_context *c, struct ibv_device_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->max_qp_rd_atom = c == &ctxs[1] ? 8 : 128;
+	a->max_qp_init_rd_atom = c == &ctxs[1] ? 8 : 128;
+	return 0;
+}
+
 const char *ibv_get_device_name(struct ibv_device *d)
 {
 	return d->name;

@@ -18,6 +18,11 @@ if [ "$role" = b ]; then
 	# this side in-band (PING/PONG) and keep the RoCE connection
 	timeout 400 "$B/tests/exs_xfer" server "$EXS_VM_RXE_IP" 7473 -n 8000 -M 65536 -t stream -s 23 >$LOGS/restart.server 2>&1 &
 	x=$!
+	# seed §4.2: the simulation shares its records by a persistent send
+	timeout 400 "$B/tests/exs_sim" server "$EXS_VM_RXE_IP" 7475 -t 4 >$LOGS/sim-rxe.server 2>&1 &
+	sr=$!
+	timeout 400 "$B/tests/exs_sim" server "$EXS_VM_SIW_IP" 7476 -t 4 >$LOGS/sim-siw.server 2>&1 &
+	ss=$!
 	wait $r && pass "server on $EXS_VM_RXE_DEV ($(transport_of "$EXS_VM_RXE_DEV"))" || fail "server on rxe"
 	sed 's/^/    /' $LOGS/rxe.server
 	wait $s && pass "server on $EXS_VM_SIW_DEV ($(transport_of "$EXS_VM_SIW_DEV"))" || fail "server on siw"
@@ -38,6 +43,10 @@ if [ "$role" = b ]; then
 		fail "b: the restart transfer never connected"
 		kill $x 2>/dev/null
 	fi
+	wait $sr && pass "b: simulation over $EXS_VM_RXE_DEV (persistent send, cancelled)" || fail "b: simulation over rxe"
+	sed 's/^/    /' $LOGS/sim-rxe.server
+	wait $ss && pass "b: simulation over $EXS_VM_SIW_DEV (persistent send, cancelled)" || fail "b: simulation over siw"
+	sed 's/^/    /' $LOGS/sim-siw.server
 	# exs_sendfile of a sparse 64 MiB file (vm_sendfile_long: 1.25 GiB)
 	sendfile_hosts b $((64 << 20)) 7480
 	sleep 1
@@ -63,6 +72,18 @@ for t in rxe siw; do
 		fail "two hosts: closed port on $dev"
 	fi
 	echo "$out" | sed 's/^/    /'
+done
+# seed §4.2: b's simulation shares its records by a persistent send; a
+# samples them with exs_recv_offset (torn samples counted, not failed)
+for t in rxe siw; do
+	if [ $t = rxe ]; then peer=$EXS_VM_RXE_PEER dev=$EXS_VM_RXE_DEV port=7475
+	else peer=$EXS_VM_SIW_PEER dev=$EXS_VM_SIW_DEV port=7476; fi
+	if timeout 120 "$B/tests/exs_sim" client "$peer" $port -t 4 -r 90 >$LOGS/sim-$t.client 2>&1; then
+		pass "two hosts, display samples the simulation over $dev ($(transport_of "$dev")): $(grep -o '[0-9]* torn ([0-9.]*%)' $LOGS/sim-$t.client)"
+	else
+		fail "two hosts, simulation display over $dev"
+	fi
+	sed 's/^/    /' $LOGS/sim-$t.client
 done
 # b kills and restarts its exsd during this transfer (see above)
 if timeout 400 "$B/tests/exs_xfer" client "$EXS_VM_RXE_PEER" 7473 -n 8000 -M 65536 -t stream -s 23 -r 90 >$LOGS/restart.client 2>&1; then

@@ -127,6 +127,41 @@ START_TEST(data_before_connect)
 }
 END_TEST
 
+/* persistent transfers and offsets (exs_send_offset(3)): the flag and
+ * offset checks come before the socket's state */
+START_TEST(persist_args)
+{
+	exs_qhandle_t q;
+	char buf[16];
+	struct iovec v = { buf, sizeof(buf) };
+	struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1 };
+	exs_mhandle_t u = EXS_MHANDLE_UNREGISTERED;
+
+	init();
+	q = exs_qcreate(2);
+	int fd = exs_socket(AF_INET, SOCK_SEQPACKET, 0);
+	ck_fails(exs_send(fd, buf, 1, EXS_PERSISTENT | EXS_BLOCK, q, NULL, u), EINVAL);
+	ck_fails(exs_send(fd, buf, 1, EXS_PERSISTENT | EXS_CREDIT_WAIT, q, NULL, u), EINVAL);
+	ck_fails(exs_send(fd, buf, 1, EXS_PERSISTENT | EXS_UNSIGNALED, NULL, NULL, u), EINVAL);
+	ck_fails(exs_send(fd, buf, 1, EXS_PERSISTENT, NULL, NULL, u), EINVAL);
+	ck_fails(exs_send(fd, buf, 1, EXS_READ_NOTIFY, q, NULL, u), EINVAL);
+	ck_fails(exs_recv(fd, buf, 1, EXS_PERSISTENT | EXS_READ_NOTIFY, q, NULL, u), EINVAL);
+	ck_fails(exs_recv(fd, buf, 1, EXS_PERSISTENT | MSG_WAITALL, q, NULL, u), EINVAL);
+	ck_fails(exs_sendmsg(fd, &m, EXS_PERSISTENT, q, NULL, NULL), EINVAL);
+	ck_fails(exs_recvmsg(fd, &m, EXS_PERSISTENT, q, NULL, NULL), EINVAL);
+	ck_fails(exs_send_offset(fd, buf, 1, EXS_PERSISTENT, 0, q, NULL, u), EINVAL);
+	ck_fails(exs_recv_offset(fd, buf, 1, EXS_PERSISTENT, 0, q, NULL, u), EINVAL);
+	ck_fails(exs_send_offset(fd, buf, 1, 0, -1, q, NULL, u), EINVAL);
+	ck_fails(exs_recv_offset(fd, buf, 1, 0, -1, q, NULL, u), EINVAL);
+	ck_fails(exs_recv_offset(fd, NULL, 1, 0, 0, q, NULL, u), EINVAL);
+	ck_fails(exs_send_offset(fd, buf, 1, 0, 0, q, NULL, u), ENOTCONN);
+	ck_fails(exs_recv_offset(fd, buf, 1, 0, 0, q, NULL, u), ENOTCONN);
+	ck_fails(exs_send(fd, buf, 1, EXS_PERSISTENT, q, NULL, u), ENOTCONN);
+	ck_fails(exs_recv(fd, buf, 1, EXS_PERSISTENT, q, NULL, u), ENOTCONN);
+	ck_assert_int_eq(exs_qdelete(q), 0);
+}
+END_TEST
+
 /* exs_sendmsg/exs_recvmsg (exs_sendmsg(3)): every msghdr check comes
  * before the socket's state, as exs_send's argument checks do */
 START_TEST(msg_args)
@@ -486,7 +521,7 @@ END_TEST
 
 int main(void)
 {
-	const TTest *const tests[] = { init_checks_version, socket_args, bad_and_closed_fds, needs_exsd_gives_enetdown, address_checks, data_before_connect, msg_args, sendfile_args, queue_args, queue_attributes, shutdown_args, cancel_args, call_flags_and_states, fcntl_credits, registration_args, stale_queue_handle, stale_registration, reject_errnos_bounded, ctl_bad_version_dropped, NULL };
+	const TTest *const tests[] = { init_checks_version, socket_args, bad_and_closed_fds, needs_exsd_gives_enetdown, address_checks, data_before_connect, persist_args, msg_args, sendfile_args, queue_args, queue_attributes, shutdown_args, cancel_args, call_flags_and_states, fcntl_credits, registration_args, stale_queue_handle, stale_registration, reject_errnos_bounded, ctl_bad_version_dropped, NULL };
 
 	return run_tests("api", 20, tests);
 }
