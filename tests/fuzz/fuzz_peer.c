@@ -164,7 +164,7 @@ static int peer_take(void *arg, const struct fv_wr *wr)
 		fail("a SEND that is neither a wire message nor an EAGER");
 	memcpy(&m, wr->data, sizeof(m));
 	TRACE("  libexs sent type %u slot %u len %u seq %u\n", m.type, m.slot, m.len, m.seq);
-	if (m.version != EXS_WIRE_VERSION || !m.type || m.type > EXS_WIRE_UNADVERT_ACK)
+	if (m.version != EXS_WIRE_VERSION || !m.type || m.type > EXS_WIRE_READ_CREDIT)
 		fail("a wire message of another version or an unknown type");
 	switch (m.type) {
 	case EXS_WIRE_ADVERT:
