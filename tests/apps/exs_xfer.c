@@ -9,6 +9,9 @@
  *   -n N     messages each way (default 1000)   -M BYTES  largest (default 1 MiB)
  *   -s SEED  (default 1)   -t seqpacket|stream   -u  unregistered buffers
  *   -r SECS  client: retry refused connects for this long (default 0)
+ *   -g SEGS  send each message by exs_sendmsg in SEGS elements (1..EXS_IOV_MAX,
+ *            fewer for a message shorter than SEGS bytes): more than the
+ *            device's SGE limit (EXS_F_GETSGEMAX) tests the split into writes
  * Exit 0 only if every message arrived intact; prints one summary line.
  */
 #include <arpa/inet.h>
@@ -80,9 +83,33 @@ static double now(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* the message as up to `segs` elements of near-equal size, one exs_sendmsg
+ * (the iovec and handles live until its event: static, one send at a time) */
+static int send_gathered(int fd, uint8_t *buf, size_t len, int segs, exs_qhandle_t q,
+			 exs_mhandle_t mh)
+{
+	static struct iovec iov[EXS_IOV_MAX];
+	static exs_mhandle_t mhs[EXS_IOV_MAX];
+	static struct msghdr msg;
+	size_t k = len < (size_t)segs ? len : (size_t)segs, off = 0;
+
+	for (size_t i = 0; i < k; i++) {
+		size_t part = len / k + (i < len % k);
+
+		iov[i].iov_base = buf + off;
+		iov[i].iov_len = part;
+		mhs[i] = mh;
+		off += part;
+	}
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = iov;
+	msg.msg_iovlen = k;
+	return exs_sendmsg(fd, &msg, 0, q, (void *)2, mhs) ? -1 : 0;
+}
+
 int main(int argc, char **argv)
 {
-	int n = 1000, type = SOCK_SEQPACKET, unreg = 0, o, fd, lfd = -1, server;
+	int n = 1000, type = SOCK_SEQPACKET, unreg = 0, segs = 0, o, fd, lfd = -1, server;
 	size_t max = 1 << 20;
 	uint64_t seed = 1, sent = 0, rcvd = 0;
 	double retry = 0, t0;
@@ -100,7 +127,7 @@ int main(int argc, char **argv)
 		goto usage;
 	sa.sin_port = htons((uint16_t)atoi(argv[3]));
 	optind = 4;
-	while ((o = getopt(argc, argv, "n:M:s:t:ur:")) != -1) {
+	while ((o = getopt(argc, argv, "n:M:s:t:ur:g:")) != -1) {
 		switch (o) {
 		case 'n': n = atoi(optarg); break;
 		case 'M': max = strtoul(optarg, NULL, 0); break;
@@ -108,10 +135,11 @@ int main(int argc, char **argv)
 		case 't': type = !strcmp(optarg, "stream") ? SOCK_STREAM : SOCK_SEQPACKET; break;
 		case 'u': unreg = 1; break;
 		case 'r': retry = atof(optarg); break;
+		case 'g': segs = atoi(optarg); break;
 		default: goto usage;
 		}
 	}
-	if (n <= 0 || max == 0)
+	if (n <= 0 || max == 0 || segs < 0 || segs > EXS_IOV_MAX)
 		goto usage;
 
 	if (exs_init(EXS_VERSION1))
@@ -151,6 +179,9 @@ int main(int argc, char **argv)
 		}
 	}
 	printf("exs_xfer: connected\n");
+	if (segs)
+		printf("exs_xfer: %d elements per send, device gathers %d per RDMA write\n", segs,
+		       exs_fcntl(fd, EXS_F_GETSGEMAX));
 	fflush(stdout);
 	if (!unreg) {
 		smh = exs_mregister(sbuf, max, EXS_MRF_RECV_DISABLE);
@@ -172,7 +203,9 @@ int main(int argc, char **argv)
 		/* the receive goes first, so both directions move at once */
 		if (exs_recv(fd, rbuf, max, 0, q, (void *)1, rmh))
 			die("exs_recv");
-		if (exs_send(fd, sbuf, slen, 0, q, (void *)2, smh))
+		if (segs && send_gathered(fd, sbuf, slen, segs, q, smh))
+			die("exs_sendmsg");
+		if (!segs && exs_send(fd, sbuf, slen, 0, q, (void *)2, smh))
 			die("exs_send");
 		while (pending) {
 			struct timeval stall = { 60, 0 };
@@ -242,14 +275,14 @@ int main(int argc, char **argv)
 		die("exs_qdelete");
 	free(sbuf);
 	free(rbuf);
-	printf("exs_xfer: %s %s %s: %d messages each way, %llu bytes sent, %llu bytes received "
+	printf("exs_xfer: %s %s %s%s: %d messages each way, %llu bytes sent, %llu bytes received "
 	       "and verified, %.2f s, %.1f MB/s\n",
 	       server ? "server" : "client", type == SOCK_STREAM ? "stream" : "seqpacket",
-	       unreg ? "unregistered" : "registered", n, (unsigned long long)sent,
+	       unreg ? "unregistered" : "registered", segs ? " gathered" : "", n, (unsigned long long)sent,
 	       (unsigned long long)rcvd, dt, (double)(sent + rcvd) / dt / 1e6);
 	return 0;
 usage:
 	fprintf(stderr, "usage: exs_xfer server|client ADDR PORT [-n N] [-M BYTES] [-s SEED] "
-			"[-t seqpacket|stream] [-u] [-r SECS]\n");
+			"[-t seqpacket|stream] [-u] [-r SECS] [-g SEGS]\n");
 	return 2;
 }

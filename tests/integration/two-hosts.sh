@@ -18,6 +18,12 @@ if [ "$role" = b ]; then
 	# this side in-band (PING/PONG) and keep the RoCE connection
 	timeout 400 "$B/tests/exs_xfer" server "$EXS_VM_RXE_IP" 7473 -n 8000 -M 65536 -t stream -s 23 >$LOGS/restart.server 2>&1 &
 	x=$!
+	# exs_sendmsg with more elements (40) than either device gathers in one
+	# RDMA write (rxe 32, siw 6): split into several writes, every byte checked
+	timeout 400 "$B/tests/exs_xfer" server "$EXS_VM_RXE_IP" 7477 -n 200 -M 1048576 -s 24 -g 40 >$LOGS/sg-rxe.server 2>&1 &
+	gr=$!
+	timeout 400 "$B/tests/exs_xfer" server "$EXS_VM_SIW_IP" 7478 -n 200 -M 1048576 -s 25 -g 40 >$LOGS/sg-siw.server 2>&1 &
+	gs=$!
 	# seed §4.2: the simulation shares its records by a persistent send
 	timeout 400 "$B/tests/exs_sim" server "$EXS_VM_RXE_IP" 7475 -t 4 >$LOGS/sim-rxe.server 2>&1 &
 	sr=$!
@@ -43,6 +49,10 @@ if [ "$role" = b ]; then
 		fail "b: the restart transfer never connected"
 		kill $x 2>/dev/null
 	fi
+	wait $gr && pass "b: gathered sends over $EXS_VM_RXE_DEV" || fail "b: gathered sends over rxe"
+	sed 's/^/    /' $LOGS/sg-rxe.server
+	wait $gs && pass "b: gathered sends over $EXS_VM_SIW_DEV" || fail "b: gathered sends over siw"
+	sed 's/^/    /' $LOGS/sg-siw.server
 	wait $sr && pass "b: simulation over $EXS_VM_RXE_DEV (persistent send, cancelled)" || fail "b: simulation over rxe"
 	sed 's/^/    /' $LOGS/sim-rxe.server
 	wait $ss && pass "b: simulation over $EXS_VM_SIW_DEV (persistent send, cancelled)" || fail "b: simulation over siw"
@@ -72,6 +82,19 @@ for t in rxe siw; do
 		fail "two hosts: closed port on $dev"
 	fi
 	echo "$out" | sed 's/^/    /'
+done
+# exs_sendmsg in 40 elements both ways, more than the device gathers in
+# one RDMA write: the library splits them, never refuses
+for t in rxe siw; do
+	if [ $t = rxe ]; then peer=$EXS_VM_RXE_PEER dev=$EXS_VM_RXE_DEV port=7477 seed=24
+	else peer=$EXS_VM_SIW_PEER dev=$EXS_VM_SIW_DEV port=7478 seed=25; fi
+	if timeout 400 "$B/tests/exs_xfer" client "$peer" $port -n 200 -M 1048576 -s $seed -g 40 -r 90 >$LOGS/sg-$t.client 2>&1 &&
+		awk '/elements per send/ { ok = $2 + 0 > $(NF - 3) + 0 } END { exit !ok }' $LOGS/sg-$t.client; then
+		pass "two hosts, exs_sendmsg of 40 elements over $dev ($(grep -o 'gathers [0-9]* per' $LOGS/sg-$t.client))"
+	else
+		fail "two hosts, exs_sendmsg beyond the SGE limit over $dev"
+	fi
+	sed 's/^/    /' $LOGS/sg-$t.client
 done
 # seed §4.2: b's simulation shares its records by a persistent send; a
 # samples them with exs_recv_offset (torn samples counted, not failed)
