@@ -41,6 +41,26 @@
 #include "exs_control.h"
 #include "exs_qpattr.h"
 
+/* Start a detached thread of the library's (named `name` if not NULL) that
+ * takes none of the application's signals: they are not ours to take.
+ * 0, or pthread_create's errno. */
+static inline int exs_thread_start(pthread_t *t, void *(*fn)(void *), void *arg, const char *name)
+{
+	sigset_t all, old;
+	int ret;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	ret = pthread_create(t, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret)
+		return ret;
+	pthread_detach(*t);
+	if (name)
+		pthread_setname_np(*t, name);
+	return 0;
+}
+
 
 /* bounds on what a caller controls */
 #define EXS_MAX_SOCKETS 65536 /* fds fit 16 bits: see exs_sock_by_id */

@@ -294,7 +294,6 @@ static void *progress_main(void *arg)
 
 int exs_progress_start(void)
 {
-	sigset_t all, old;
 	int ret;
 
 	struct epoll_event wev = { .events = EPOLLIN, .data.ptr = &exs_g.wakefd };
@@ -305,17 +304,11 @@ int exs_progress_start(void)
 	exs_g.wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (exs_g.wakefd < 0 || epoll_ctl(exs_g.epfd, EPOLL_CTL_ADD, exs_g.wakefd, &wev))
 		return -errno;
-	/* the application's signals are not ours to take */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	ret = pthread_create(&exs_g.thread, NULL, progress_main, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	ret = exs_thread_start(&exs_g.thread, progress_main, NULL, "exs-progress");
 	if (ret) {
 		close(exs_g.epfd);
 		exs_g.epfd = -1;
 		return -ret;
 	}
-	pthread_detach(exs_g.thread);
-	pthread_setname_np(exs_g.thread, "exs-progress");
 	return 0;
 }

@@ -529,9 +529,7 @@ static void *sf_thread(void *arg)
  * -errno), else on a thread of its own (0). sf is freed either way. */
 ssize_t exs_sf_start(struct exs_sf *sf)
 {
-	pthread_attr_t a;
 	pthread_t t;
-	sigset_t all, old;
 	ssize_t ret;
 	int err;
 
@@ -541,14 +539,7 @@ ssize_t exs_sf_start(struct exs_sf *sf)
 		exs_sf_free(sf);
 		return ret;
 	}
-	/* the thread takes no signal of the application's */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_init(&a);
-	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	err = pthread_create(&t, &a, sf_thread, sf);
-	pthread_attr_destroy(&a);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	err = exs_thread_start(&t, sf_thread, sf, NULL);
 	if (!err)
 		return 0;
 	sf_end(sf); /* nothing was sent: as if it never began */

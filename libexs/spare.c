@@ -96,21 +96,15 @@ static bool enabled(void)
 
 static void want(struct spare *k)
 {
-	sigset_t all, old;
 	pthread_t t;
 
 	k->wanted = true;
 	if (!builder_started) {
-		sigfillset(&all); /* the application's signals are not ours to take */
-		pthread_sigmask(SIG_SETMASK, &all, &old);
-		builder_started = !pthread_create(&t, NULL, builder_main, NULL);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		builder_started = !exs_thread_start(&t, builder_main, NULL, "exs-spare");
 		if (!builder_started) {
 			k->failed = true;
 			return;
 		}
-		pthread_detach(t);
-		pthread_setname_np(t, "exs-spare");
 	}
 	pthread_cond_signal(&spare_cond);
 }
