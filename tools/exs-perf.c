@@ -14,7 +14,8 @@
  * each side a persistent send with EXS_READ_NOTIFY of one buffer: the
  * client changes A, waits for the notify that the server read A, reads B;
  * the server reads A, changes B, waits for the notify that B was read.
- * Latency: one client round (change A .. B read).
+ * Latency: one client round (change A .. B read); Gb/s: the payload of
+ * one direction (SIZE per round), as seed 000 §5 counts it.
  *
  *   -p PORT      (default 18515)
  *   -s SIZES     list "1,64,4096" or range "1:16M" (powers of two in it);
@@ -603,7 +604,8 @@ static void report(const struct hdr *h, const struct hdr *r, double *lat, const 
 	double secs = w->t, cpu = secs > 0 ? 100 * w->c / secs : 0;
 	double gbps = 0, mps = h->count / secs, lmin = 0, lmed = 0, lmean = 0, l99 = 0, l999 = 0;
 
-	if (h->mode == BLAST || h->mode == PSAMPLE)
+	/* ptrans: the payload of one direction, as seed 000 §5 counts it */
+	if (h->mode == BLAST || h->mode == PSAMPLE || h->mode == PTRANS)
 		gbps = (double)h->size * h->count * 8 / secs / 1e9;
 	if (h->mode != BLAST) {
 		/* pingpong: one-way latency = round trip / 2 */
