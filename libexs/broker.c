@@ -386,8 +386,8 @@ static void on_conn_error(struct exs_sock *s, int err)
 		requeue_accept(s);
 		break;
 	case EXS_S_CONNECTED:
-	case EXS_S_CLOSING:
-		exs_conn_cm_lost(s->conn);
+	case EXS_S_CLOSING: /* ECONNABORTED: exsctl disconnect (exsd's cm_abort) */
+		exs_conn_cm_lost(s->conn, err == ECONNABORTED);
 		exs_sock_maybe_finish_close(s);
 		break;
 	default:

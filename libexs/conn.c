@@ -1518,15 +1518,16 @@ void exs_conn_shut_rd(struct exs_conn *c)
  * Without a FIN the peer may be alive and only its exsd restarted: on
  * RoCE/IB the QP lives in the application, so ask the peer itself (PING)
  * before failing anything. An iWARP connection is the CM endpoint's: it
- * ended with it. */
-void exs_conn_cm_lost(struct exs_conn *c)
+ * ended with it. `aborted`: exsd ended the connection on purpose (exsctl
+ * disconnect): it ends here too, without asking the peer, which answers. */
+void exs_conn_cm_lost(struct exs_conn *c, bool aborted)
 {
 	exs_conn_progress(c);
 	if (c->link != EXS_LINK_UP)
 		return;
 	if (EXS_DEBUG_ON())
-		exs_debug("fd %d: exsd lost the CM connection", c->fd);
-	if (c->iwarp || c->rx == EXS_RX_EOF) {
+		exs_debug("fd %d: exsd %s the CM connection", c->fd, aborted ? "aborted" : "lost");
+	if (c->iwarp || c->rx == EXS_RX_EOF || aborted) {
 		exs_conn_break(c, ECONNRESET);
 		return;
 	}

@@ -456,7 +456,7 @@ void exs_conn_shut_wr(struct exs_conn *c);
 void exs_conn_shut_rd(struct exs_conn *c);
 void exs_conn_abort(struct exs_conn *c);
 void exs_conn_break(struct exs_conn *c, int err);
-void exs_conn_cm_lost(struct exs_conn *c);
+void exs_conn_cm_lost(struct exs_conn *c, bool aborted);
 void exs_conn_tick(struct exs_conn *c, uint64_t now_ms);
 void exs_conn_give_up(struct exs_conn *c);
 void exs_conn_fail_all(struct exs_conn *c, int err);

@@ -168,6 +168,36 @@ exsctl_tests() {
 		fail "exsctl disconnect by root"
 	fi
 
+	# ... and the connection ends in the applications too, both ends with
+	# ECONNRESET as exsctl(8) says: a stream under way on rxe0, whose QPs
+	# are the applications' (before: exsd dropped its CM id, both libexs
+	# asked each other with a PING, both answered and the stream went on)
+	timeout 120 "$B/tests/exs_xfer" server "$EXS_VM_RXE_IP" 7486 -n 8000 -M 65536 -t stream >$LOGS/xd.server 2>&1 &
+	local xs=$! xc crc src ms t0
+	wait_for $LOGS/xd.server listening 30
+	timeout 120 "$B/tests/exs_xfer" client "$EXS_VM_RXE_IP" 7486 -n 8000 -M 65536 -t stream >$LOGS/xd.client 2>&1 &
+	xc=$!
+	if wait_for $LOGS/xd.client connected 30 && wait_for $LOGS/xd.server connected 30 &&
+		until_json 'length == 2' conns port 7486; then
+		cid=$(jq '.[0].id' $LOGS/poll.json)
+		t0=$(date +%s%N)
+		X disconnect "$cid"
+		wait $xc; crc=$?
+		wait $xs; src=$?
+		ms=$((($(date +%s%N) - t0) / 1000000))
+		if [ $crc != 0 ] && [ $src != 0 ] && grep -q "Connection reset by peer" $LOGS/xd.client &&
+			grep -q "Connection reset by peer" $LOGS/xd.server && [ $ms -le 5000 ]; then
+			pass "exsctl disconnect of a stream under way on rxe0: both ends failed with ECONNRESET within $ms ms"
+		else
+			fail "exsctl disconnect of a stream under way: client exit $crc, server exit $src after $ms ms"
+			sed 's/^/    /' $LOGS/xd.client $LOGS/xd.server | tail -n 8
+		fi
+	else
+		fail "exsctl disconnect: the stream did not start"
+		kill $xc $xs 2>/dev/null
+		wait $xc $xs
+	fi
+
 	# an id that names nothing: said so, not as a file error
 	if X disconnect 999999 >$LOGS/nope.out 2>&1; then fail "exsctl disconnect 999999 succeeded"
 	elif grep -qx "exsctl: no connection 999999 (see exsctl conns)" $LOGS/nope.out; then
