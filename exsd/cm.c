@@ -524,13 +524,91 @@ int cm_reject(struct client *c, ExsCtl__Reject *m)
 	return 0;
 }
 
+/* The other end of adopted connection e, when it is adopted here too (one
+ * host): its addresses are e's the other way round. */
+static struct ep *adopted_twin(const struct ep *e)
+{
+	for (struct client *c = exsd.clients; c; c = c->next)
+		for (struct ep *o = c->eps; o; o = o->next)
+			if (o != e && o->adopted &&
+			    !memcmp(&o->adopted_local, &e->adopted_peer, sizeof(o->adopted_local)) &&
+			    !memcmp(&o->adopted_peer, &e->adopted_local, sizeof(o->adopted_peer)))
+				return o;
+	return NULL;
+}
+
 /* exsctl disconnect (observe_disconnect chose e): the client learns that
- * its connection is gone, and the id goes. */
+ * its connection is gone (ECONNABORTED: its libexs ends it at once), and
+ * the id goes, which tells the peer. An adopted connection has no id: its
+ * other end learns alike when it is adopted here too, else from its own
+ * transport (its libexs fails it when a send or probe gets no answer). */
 void cm_abort(struct ep *e, int err)
 {
+	struct ep *twin = e->adopted ? adopted_twin(e) : NULL;
+
+	if (twin) {
+		view_event(twin, "close", err);
+		if (twin->has_sock)
+			out_conn_error(twin->c, twin->sock, err);
+		ep_free(twin);
+	}
 	if (e->has_sock)
 		out_conn_error(e->c, e->sock, err);
 	ep_free(e);
+}
+
+/* Copies a checked address (check_sockaddr) into ss. */
+static void take_addr(struct sockaddr_storage *ss, const ProtobufCBinaryData *b)
+{
+	memset(ss, 0, sizeof(*ss));
+	memcpy(ss, b->data, b->len);
+}
+
+/* A connection its client had before this exsd started (proto: Adopt). */
+int cm_adopt(struct client *c, ExsCtl__Adopt *m)
+{
+	struct ibv_device **list;
+	bool iwarp = false;
+	int n = 0, k, index = -1, ret;
+	struct ep *e;
+
+	if (check_sockaddr(&m->local_addr) || check_sockaddr(&m->peer_addr) || !m->agreed ||
+	    !m->agreed->credits || m->agreed->credits > EXS_LIMIT_CREDITS || !m->device ||
+	    strlen(m->device) >= sizeof(e->adopted_dev))
+		return -EINVAL;
+	if (ep_find(c, m->sock))
+		return -EINVAL;
+	list = ibv_get_device_list(&n);
+	for (k = 0; list && k < n; k++)
+		if (!strcmp(ibv_get_device_name(list[k]), m->device)) {
+			index = ibv_get_device_index(list[k]);
+			iwarp = list[k]->transport_type == IBV_TRANSPORT_IWARP;
+		}
+	if (list)
+		ibv_free_device_list(list);
+	if (index < 0)
+		return -ENODEV;
+	if (iwarp)
+		return -EOPNOTSUPP; /* an iWARP connection ended with its CM endpoint */
+	ret = qp_check_owner_on(c, m->sock, m->device, index, 0, m->qpn);
+	if (ret)
+		return ret;
+	e = ep_new(c);
+	if (!e)
+		return -ENOBUFS;
+	ep_set_sock(e, m->sock);
+	e->type = m->type == SOCK_STREAM ? SOCK_STREAM : SOCK_SEQPACKET;
+	e->passive = m->passive;
+	e->adopted = true;
+	snprintf(e->adopted_dev, sizeof(e->adopted_dev), "%s", m->device);
+	take_addr(&e->adopted_local, &m->local_addr);
+	take_addr(&e->adopted_peer, &m->peer_addr);
+	setup_from_msg(&e->agreed, m->agreed);
+	ep_set_state(e, EP_ESTABLISHED);
+	view_event(e, "adopt", 0);
+	exsd_log(LOG_INFO, "client %u (%s) sock %u: connection on %s from before exsd's restart adopted",
+		 c->id, c->comm, e->sock, e->adopted_dev);
+	return 0;
 }
 
 int cm_close_sock(struct client *c, ExsCtl__Close *m)

@@ -103,6 +103,7 @@ static bool dispatch(struct client *c, ExsCtl__Msg *m)
 		sd.stream_buffer = exsd.conf.stream_buffer;
 		sd.busy_poll_us = exsd.conf.busy_poll_us;
 		hr.defaults = &sd;
+		hr.adopt = true;
 		r.body_case = EXS_CTL__MSG__BODY_HELLO_REPLY;
 		r.hello_reply = &hr;
 		out_send(c, &r);
@@ -137,6 +138,13 @@ static bool dispatch(struct client *c, ExsCtl__Msg *m)
 		return true;
 	case EXS_CTL__MSG__BODY_CLOSE:
 		cm_close_sock(c, m->close);
+		return true;
+	case EXS_CTL__MSG__BODY_ADOPT:
+		ret = cm_adopt(c, m->adopt);
+		if (ret)
+			out_error(c, m->seq, -ret, NULL);
+		else
+			out_ok(c, m->seq);
 		return true;
 	case EXS_CTL__MSG__BODY_QUERY:
 		ret = observe_query(c, m->seq, m->query);

@@ -182,6 +182,11 @@ struct ep {
 	uint8_t peer_rd_in, peer_rd_out; /* passive: the request's responder_resources, initiator_depth */
 	struct event *timer;
 	uint16_t eph_port;	/* an ephemeral port exsd picked for it, 0 none */
+	/* adopted (cm_adopt): a connection set up by an exsd that has gone
+	 * since; no CM id (id NULL), so the view shows what its client said */
+	bool adopted;
+	char adopted_dev[64];
+	struct sockaddr_storage adopted_local, adopted_peer;
 	struct hnode by_id, by_sock, by_req;	/* index.c */
 	struct ep *next;	/* in the client's list */
 };
@@ -268,6 +273,7 @@ int cm_connect(struct client *c, ExsCtl__Connect *m);
 int cm_qp_ready(struct client *c, ExsCtl__QpReady *m);
 int cm_reject(struct client *c, ExsCtl__Reject *m);
 int cm_close_sock(struct client *c, ExsCtl__Close *m);
+int cm_adopt(struct client *c, ExsCtl__Adopt *m);
 void cm_abort(struct ep *e, int err);
 
 /* observe.c: exsctl's view */
@@ -289,6 +295,8 @@ void view_event(struct ep *e, const char *event, int err);
 /* qpown.c: whether a client owns the QP it names */
 int qp_owner(uint32_t dev_index, uint32_t port, uint32_t qpn, pid_t *pid);
 int qp_check_owner(struct client *c, uint32_t sock, struct rdma_cm_id *id, uint32_t qpn);
+int qp_check_owner_on(struct client *c, uint32_t sock, const char *dev, int index, uint32_t port,
+		      uint32_t qpn);
 
 /* negotiate.c */
 void setup_encode(struct exs_wire_setup *w, uint8_t kind, const struct exs_wire_setup *v);

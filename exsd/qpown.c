@@ -248,15 +248,22 @@ static pid_t tgid_of(pid_t pid)
  */
 int qp_check_owner(struct client *c, uint32_t sock, struct rdma_cm_id *id, uint32_t qpn)
 {
-	const char *dev = ibv_get_device_name(id->verbs->device);
-	int index = ibv_get_device_index(id->verbs->device);
+	return qp_check_owner_on(c, sock, ibv_get_device_name(id->verbs->device),
+				 ibv_get_device_index(id->verbs->device), id->port_num, qpn);
+}
+
+/* The same for QP `qpn` of device `dev` (kernel index `index`, port `port`
+ * or 0 when not known). */
+int qp_check_owner_on(struct client *c, uint32_t sock, const char *dev, int index, uint32_t port,
+		      uint32_t qpn)
+{
 	pid_t owner = 0, tgid = 0;
 	int ret;
 
 	if (index < 0) {
 		ret = -ENODEV;
 	} else {
-		ret = qp_owner((uint32_t)index, id->port_num, qpn, &owner);
+		ret = qp_owner((uint32_t)index, port, qpn, &owner);
 		if (!ret && owner > 0 && (owner == c->pid || proc_is_thread_of(c->pid, owner)))
 			return 0;
 		if (!ret && owner > 0)

@@ -53,20 +53,26 @@ void view_fill_info(ExsCtl__SockInfo *i, struct info_buf *b, const struct ep *e,
 		      const struct client *observer)
 {
 	bool up = e->state != EP_BOUND && e->state != EP_LISTENING;
+	const struct sockaddr *local = e->adopted ? (const void *)&e->adopted_local
+				     : e->id ? rdma_get_local_addr(e->id) : NULL;
+	const struct sockaddr *peer = e->adopted ? (const void *)&e->adopted_peer
+				    : e->id ? rdma_get_peer_addr(e->id) : NULL;
 
 	exs_ctl__sock_info__init(i);
 	i->id = e->sock_id;
-	i->local_port = fmt_addr(b->local, sizeof(b->local), e->id ? rdma_get_local_addr(e->id) : NULL);
-	i->peer_port = up ? fmt_addr(b->peer, sizeof(b->peer), rdma_get_peer_addr(e->id)) : 0;
+	i->local_port = fmt_addr(b->local, sizeof(b->local), local);
+	i->peer_port = up ? fmt_addr(b->peer, sizeof(b->peer), peer) : 0;
 	if (!up)
 		snprintf(b->peer, sizeof(b->peer), "-");
 	i->local = b->local;
 	i->peer = b->peer;
 	i->type = e->type == SOCK_STREAM ? "stream" : "seqpacket";
 	i->state = (char *)ep_state_name(e->state);
-	i->device = e->id && e->id->verbs ? (char *)ibv_get_device_name(e->id->verbs->device) : "-";
-	/* from the device, not e->iwarp: that is set for connections only */
-	i->transport = !e->id || !e->id->verbs ? "-"
+	i->device = e->adopted ? (char *)e->adopted_dev
+		    : e->id && e->id->verbs ? (char *)ibv_get_device_name(e->id->verbs->device) : "-";
+	/* from the device, not e->iwarp: that is set for connections only
+	 * (adopted ones are never iWARP: cm_adopt) */
+	i->transport = e->adopted ? "IB/RoCE" : !e->id || !e->id->verbs ? "-"
 		       : e->id->verbs->device->transport_type == IBV_TRANSPORT_IWARP ? "iWARP" : "IB/RoCE";
 	i->uid = e->c->uid;
 	i->age_ms = now_ms() - e->created_ms;

@@ -7,10 +7,13 @@
  * connection (conn.c) and hands it over once established; it never touches
  * the data path. Everything here runs with exs_g.lock held; a request that
  * waits for exsd's reply releases it (exs_ctl_call), so the socket is
- * marked busy meanwhile (sock.c) and looked at again afterwards.
+ * marked busy meanwhile (sock.c) and looked at again afterwards. When exsd
+ * goes away, a thread of its own (exs-rejoin) makes the listeners and the
+ * IB/RoCE connections known to the next exsd.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "exs_int.h"
 
@@ -56,14 +59,14 @@ static int call_end(struct exs_sock *s, int ret, ExsCtl__Msg **reply)
 
 /* ---- listening and accepting */
 
-int exs_broker_bind(struct exs_sock *s, const struct sockaddr *a, socklen_t len)
+/* Bind `s` to `a` in exsd; the port it chose (a wildcard port) in *port,
+ * else 0. -EBADF: the socket was closed meanwhile and is gone. */
+static int bind_req(struct exs_sock *s, const struct sockaddr *a, socklen_t len, uint32_t *port)
 {
 	ExsCtl__Msg m, *r = NULL;
 	ExsCtl__Bind b = EXS_CTL__BIND__INIT;
 	int ret;
 
-	if (s->state != EXS_S_NEW || s->busy)
-		return -EINVAL;
 	exs_ctl_msg_init(&m);
 	b.sock = s->id;
 	b.addr.data = (uint8_t *)a;
@@ -77,19 +80,51 @@ int exs_broker_bind(struct exs_sock *s, const struct sockaddr *a, socklen_t len)
 	ret = call_end(s, ret, &r);
 	if (ret)
 		return ret;
+	*port = r->body_case == EXS_CTL__MSG__BODY_BIND_REPLY ? r->bind_reply->port : 0;
+	exs_ctl__msg__free_unpacked(r, NULL);
+	return 0;
+}
+
+/* Listen on bound `s` in exsd; it is EXS_S_LISTENING once exsd agrees.
+ * -EBADF: the socket was closed meanwhile and is gone. */
+static int listen_req(struct exs_sock *s, uint32_t backlog)
+{
+	ExsCtl__Msg m;
+	ExsCtl__Listen l = EXS_CTL__LISTEN__INIT;
+	int ret;
+
+	exs_ctl_msg_init(&m);
+	l.sock = s->id;
+	l.backlog = backlog;
+	m.body_case = EXS_CTL__MSG__BODY_LISTEN;
+	m.listen = &l;
+	ret = call(s, &m, NULL);
+	if (!ret && s->state != EXS_S_LISTENING)
+		exs_sock_set_state(s, EXS_S_LISTENING);
+	return call_end(s, ret, NULL);
+}
+
+int exs_broker_bind(struct exs_sock *s, const struct sockaddr *a, socklen_t len)
+{
+	uint32_t port;
+	int ret;
+
+	if (s->state != EXS_S_NEW || s->busy)
+		return -EINVAL;
+	ret = bind_req(s, a, len, &port);
+	if (ret)
+		return ret;
 	memcpy(&s->local, a, len);
 	s->local_len = len;
-	if (r->body_case == EXS_CTL__MSG__BODY_BIND_REPLY)
-		((struct sockaddr_in *)&s->local)->sin_port = htons((uint16_t)r->bind_reply->port);
-	exs_ctl__msg__free_unpacked(r, NULL);
+	if (port) /* sin_port and sin6_port lie alike */
+		((struct sockaddr_in *)&s->local)->sin_port = htons((uint16_t)port);
 	exs_sock_set_state(s, EXS_S_BOUND);
 	return 0;
 }
 
 int exs_broker_listen(struct exs_sock *s, int backlog)
 {
-	ExsCtl__Msg m;
-	ExsCtl__Listen l = EXS_CTL__LISTEN__INIT;
+	uint32_t port;
 	int ret;
 
 	if (s->busy)
@@ -101,6 +136,11 @@ int exs_broker_listen(struct exs_sock *s, int backlog)
 		ret = exs_broker_bind(s, (struct sockaddr *)&any,
 				      s->domain == AF_INET ? sizeof(struct sockaddr_in)
 							   : sizeof(struct sockaddr_in6));
+		if (ret)
+			return ret;
+	} else if (s->state == EXS_S_BOUND && !s->known_to_exsd) {
+		/* bound with an exsd that has gone since: bind again with this one */
+		ret = bind_req(s, (struct sockaddr *)&s->local, s->local_len, &port);
 		if (ret)
 			return ret;
 	}
@@ -121,15 +161,14 @@ int exs_broker_listen(struct exs_sock *s, int backlog)
 	}
 	s->backlog = (uint32_t)backlog;
 	s->acc_cap = EXS_MAX_BACKLOG;
-	exs_ctl_msg_init(&m);
-	l.sock = s->id;
-	l.backlog = (uint32_t)backlog;
-	m.body_case = EXS_CTL__MSG__BODY_LISTEN;
-	m.listen = &l;
-	ret = call(s, &m, NULL);
-	if (!ret)
-		exs_sock_set_state(s, EXS_S_LISTENING);
-	return call_end(s, ret, NULL);
+	ret = listen_req(s, s->backlog);
+	if (ret && ret != -EBADF) { /* a later listen allocates again */
+		free(s->reqs);
+		free(s->acc);
+		s->reqs = NULL;
+		s->acc = NULL;
+	}
+	return ret;
 }
 
 static int apply_attrs(struct exs_conn *c, size_t n, ExsCtl__QpAttr **attrs)
@@ -240,8 +279,10 @@ int exs_broker_accept(struct exs_sock *s, struct exs_accept_slot *slots, int n)
 
 	if (s->state != EXS_S_LISTENING)
 		return -EINVAL;
-	if (!s->known_to_exsd)
-		return -ENETDOWN; /* its exsd went away (see exs_broker_ctl_lost) */
+	if (s->listen_err)
+		return -s->listen_err; /* the next exsd refused it (rejoin_main) */
+	if (!s->known_to_exsd && !s->rejoin)
+		return -ENETDOWN;
 	if (s->acc_count + (uint32_t)n > s->acc_cap)
 		return -ENOBUFS;
 	for (i = 0; i < n; i++) {
@@ -524,11 +565,137 @@ void exs_broker_input(ExsCtl__Msg *m)
 	exs_ctl__msg__free_unpacked(m, NULL);
 }
 
+/* ---- exsd went away */
+
+#define REJOIN_FIRST_MS 10	/* the first retry while exsd is not back */
+#define REJOIN_MAX_MS 1000	/* and the longest wait between two */
+
+/* A listener the next exsd refused: its waiting accepts end with `err`,
+ * and so do later ones. */
+static void listener_failed(struct exs_sock *s, int err)
+{
+	s->rejoin = false;
+	s->listen_err = err;
+	if (EXS_DEBUG_ON())
+		exs_debug("fd %d: exsd refused to listen again: %s", s->fd, strerror(err));
+	while (s->acc_count) {
+		struct exs_accept_slot *a = &s->acc[s->acc_head];
+
+		s->acc_head = (s->acc_head + 1) % s->acc_cap;
+		s->acc_count--;
+		exs_sock_post(a->q, s->fd, EXS_EVT_ACCEPT, a->aa.exs_ahandle, err);
+	}
+}
+
+/* Tell the new exsd of established connection s (proto: Adopt). */
+static int adopt_req(struct exs_sock *s)
+{
+	ExsCtl__Msg m;
+	ExsCtl__Adopt a = EXS_CTL__ADOPT__INIT;
+	ExsCtl__Setup su = EXS_CTL__SETUP__INIT;
+	int ret;
+
+	exs_ctl_msg_init(&m);
+	a.sock = s->id;
+	a.type = (uint32_t)s->type;
+	a.qpn = s->conn->qp->qp_num;
+	a.device = s->conn->dev->name;
+	a.local_addr.data = (uint8_t *)&s->local;
+	a.local_addr.len = s->local_len;
+	a.peer_addr.data = (uint8_t *)&s->peer;
+	a.peer_addr.len = s->peer_len;
+	a.passive = s->listener_fd >= 0;
+	su.credits = s->conn->credits;
+	su.sp_max = s->conn->sp_max;
+	su.stream_buf = exs_conn_stream_buf(s->conn);
+	a.agreed = &su;
+	m.body_case = EXS_CTL__MSG__BODY_ADOPT;
+	m.adopt = &a;
+	ret = call(s, &m, NULL);
+	if (!ret)
+		s->known_to_exsd = true; /* its close is exsd's to see again */
+	return call_end(s, ret, NULL);
+}
+
+/* Made known to the next exsd: a listener (bound and listening again at
+ * its address and port) or an IB/RoCE connection (adopted). */
+static int rejoin(struct exs_sock *s)
+{
+	uint32_t port;
+	int ret;
+
+	if (s->state == EXS_S_LISTENING) {
+		ret = bind_req(s, (struct sockaddr *)&s->local, s->local_len, &port);
+		return ret ? ret : listen_req(s, s->backlog);
+	}
+	ret = exs_ctl_ensure();
+	if (ret)
+		return ret;
+	return exs_g.ctl_adopt ? adopt_req(s) : -EOPNOTSUPP;
+}
+
+static struct exs_sock *to_rejoin(void)
+{
+	struct exs_sock *s;
+
+	for (s = exs_g.sock_list; s; s = s->next)
+		if (s->rejoin && (s->state == EXS_S_LISTENING ||
+				  (s->state == EXS_S_CONNECTED && s->conn)))
+			return s;
+	return NULL;
+}
+
+/*
+ * exs-rejoin: make every listener and IB/RoCE connection known to the exsd
+ * that comes back, so that a server waiting in accept across a restart of
+ * exsd goes on accepting, and exsctl lists the connections. Retries while
+ * exsd is unreachable, every REJOIN_FIRST_MS doubling up to REJOIN_MAX_MS;
+ * ends when nothing waits (closed sockets do not).
+ */
+static void *rejoin_main(void *arg)
+{
+	unsigned wait_ms = REJOIN_FIRST_MS;
+	struct exs_sock *s;
+
+	(void)arg;
+	pthread_mutex_lock(&exs_g.lock);
+	while ((s = to_rejoin())) {
+		bool listener = s->state == EXS_S_LISTENING;
+		int ret = rejoin(s);
+
+		if (ret == -EBADF)
+			continue; /* closed meanwhile, and gone */
+		if (ret == -ENETDOWN || ret == -ETIMEDOUT) { /* not back yet */
+			pthread_mutex_unlock(&exs_g.lock);
+			usleep(wait_ms * 1000);
+			wait_ms = wait_ms * 2 > REJOIN_MAX_MS ? REJOIN_MAX_MS : wait_ms * 2;
+			pthread_mutex_lock(&exs_g.lock);
+			continue;
+		}
+		wait_ms = REJOIN_FIRST_MS;
+		if (ret && listener) {
+			listener_failed(s, -ret);
+			continue;
+		}
+		/* a connection the new exsd does not take keeps going, unlisted */
+		s->rejoin = false;
+		if (EXS_DEBUG_ON())
+			exs_debug("fd %d: %s the new exsd%s%s", s->fd,
+				  listener ? "listening again with" : "connection made known to",
+				  ret ? ": " : "", ret ? strerror(-ret) : "");
+	}
+	exs_g.rejoining = false;
+	pthread_mutex_unlock(&exs_g.lock);
+	return NULL;
+}
+
 /* The channel to exsd dropped: exsd has forgotten our sockets. */
 void exs_broker_ctl_lost(void)
 {
 	struct exs_sock *s, *next;
+	bool any = false;
 
+	exs_g.ctl_adopt = false; /* the next exsd says */
 	for (s = exs_g.sock_list; s; s = next) {
 		next = s->next; /* requeue_accept frees s */
 		if (!s->known_to_exsd)
@@ -538,20 +705,31 @@ void exs_broker_ctl_lost(void)
 			exs_sock_connect_failed(s, ENETDOWN);
 		else if (s->state == EXS_S_ACCEPTING)
 			requeue_accept(s);
+		else if (s->state == EXS_S_CONNECTED && s->conn && !s->conn->iwarp)
+			any = s->rejoin = true; /* its QP is ours: it goes on */
 	}
-	/* A listener lives in exsd: the accepts waiting on it end with ENETDOWN
-	 * (the next exsd knows nothing of it). Connections keep going. A pass
-	 * of its own, after the one above: requeue_accept() may have given a
-	 * listener back an accept it had already handed out. */
+	/* A listener lives in exsd: the connection requests it had died with
+	 * that exsd, and it is listed again with the next one; its accepts
+	 * keep waiting. A pass of its own, after the one above:
+	 * requeue_accept() may have given a listener back an accept it had
+	 * already handed out. */
 	for (s = exs_g.sock_list; s; s = s->next) {
-		if (s->state != EXS_S_LISTENING)
+		if (s->state != EXS_S_LISTENING || s->listen_err)
 			continue;
-		while (s->acc_count) {
-			struct exs_accept_slot *a = &s->acc[s->acc_head];
-
-			s->acc_head = (s->acc_head + 1) % s->acc_cap;
-			s->acc_count--;
-			exs_sock_post(a->q, s->fd, EXS_EVT_ACCEPT, a->aa.exs_ahandle, ENETDOWN);
+		while (s->req_count) {
+			exs_ctl__msg__free_unpacked(s->reqs[s->req_head], NULL);
+			s->req_head = (s->req_head + 1) % s->backlog;
+			s->req_count--;
 		}
+		any = s->rejoin = true;
+	}
+	if (any && !exs_g.rejoining) {
+		pthread_t t;
+
+		exs_g.rejoining = !exs_thread_start(&t, rejoin_main, NULL, "exs-rejoin");
+		if (!exs_g.rejoining) /* no thread: the old way, accepts end */
+			for (s = exs_g.sock_list; s; s = s->next)
+				if (s->state == EXS_S_LISTENING && s->rejoin)
+					listener_failed(s, ENETDOWN);
 	}
 }

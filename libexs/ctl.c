@@ -162,8 +162,10 @@ static int ctl_open(void)
 	reply = w.reply;
 	if (!ret && (!reply || reply->body_case != EXS_CTL__MSG__BODY_HELLO_REPLY))
 		ret = -EPROTO;
-	if (!ret)
+	if (!ret) {
 		take_defaults(reply->hello_reply->defaults);
+		exs_g.ctl_adopt = reply->hello_reply->adopt;
+	}
 	if (reply)
 		exs_ctl__msg__free_unpacked(reply, NULL);
 	if (ret) {

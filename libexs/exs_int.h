@@ -517,6 +517,11 @@ struct exs_sock {
 	uint32_t req_head, req_count;
 	struct exs_accept_slot *acc; /* pending accepts, FIFO (cap EXS_MAX_BACKLOG) */
 	uint32_t acc_head, acc_count, acc_cap;
+	/* exsd went away: the listener or connection waits to be made known
+	 * to the next exsd (broker.c, exs-rejoin); listen_err: the next exsd
+	 * refused the listener, and why */
+	bool rejoin;
+	int listen_err;
 	/* passive connection: who accepted it */
 	int listener_fd;
 	uint32_t listener_id;
@@ -632,6 +637,8 @@ struct exs_global {
 	 * lock by the progress thread: change them only through EXS_COUNT */
 	int comp_cpu; /* EXS_F_SETCOMPTHREADCPU; INT_MAX: not pinned */
 	bool ctl_lost; /* the channel dropped: the progress thread tells broker.c */
+	bool rejoining; /* the exs-rejoin thread runs (broker.c) */
+	bool ctl_adopt; /* this exsd takes Adopt (HelloReply.adopt) */
 	pthread_t thread;
 	int ctl_fd;
 	uint32_t ctl_seq;

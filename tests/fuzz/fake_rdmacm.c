@@ -445,6 +445,11 @@ const char *ibv_get_device_name(struct ibv_device *d)
 	return d->name;
 }
 
+int ibv_get_device_index(struct ibv_device *d)
+{
+	return d == &devs[1];
+}
+
 const char *ibv_port_state_str(enum ibv_port_state s)
 {
 	return s == IBV_PORT_ACTIVE ? "PORT_ACTIVE" : "PORT_DOWN";

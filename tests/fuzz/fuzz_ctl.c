@@ -62,6 +62,17 @@ int qp_check_owner(struct client *c, uint32_t sock, struct rdma_cm_id *id, uint3
 	return qpn % 4 ? 0 : -EPERM;
 }
 
+int qp_check_owner_on(struct client *c, uint32_t sock, const char *dev, int index, uint32_t port,
+		      uint32_t qpn)
+{
+	(void)c;
+	(void)sock;
+	(void)dev;
+	(void)index;
+	(void)port;
+	return qpn % 4 ? 0 : -EPERM;
+}
+
 /* ---- driving exsd */
 
 static void drain(struct fclient *c)
@@ -180,6 +191,8 @@ static void structured(struct fclient *c, struct in *in)
 	ExsCtl__Monitor mon = EXS_CTL__MONITOR__INIT;
 	ExsCtl__Disconnect dis = EXS_CTL__DISCONNECT__INIT;
 	ExsCtl__Ok ok = EXS_CTL__OK__INIT;
+	ExsCtl__Adopt adopt = EXS_CTL__ADOPT__INIT;
+	struct sockaddr_in6 sa2;
 	ExsCtl__Setup setup;
 	struct sockaddr_in6 sa;
 	uint8_t k = u8(in), v = u8(in);
@@ -188,7 +201,7 @@ static void structured(struct fclient *c, struct in *in)
 	if (v & 0x80)
 		m.version = v & 0x7f;
 	m.seq = u8(in);
-	switch (k % 12) {
+	switch (k % 13) {
 	case 0:
 		hello.observer = v & 1;
 		hello.pid = u32(in);
@@ -267,6 +280,18 @@ static void structured(struct fclient *c, struct in *in)
 		dis.id = u8(in);
 		m.body_case = EXS_CTL__MSG__BODY_DISCONNECT;
 		m.disconnect = &dis;
+		break;
+	case 11: /* a connection from before a restart */
+		adopt.sock = u8(in) % 8;
+		adopt.type = v & 1 ? SOCK_STREAM : SOCK_SEQPACKET;
+		adopt.qpn = u32(in);
+		adopt.device = v & 2 ? "siw0" : v & 4 ? "mlx5_0" : "rxe0";
+		addr_of(in, &sa, &adopt.local_addr);
+		addr_of(in, &sa2, &adopt.peer_addr);
+		adopt.passive = v & 8;
+		adopt.agreed = setup_of(in, &setup);
+		m.body_case = EXS_CTL__MSG__BODY_ADOPT;
+		m.adopt = &adopt;
 		break;
 	default: /* a message only exsd sends */
 		m.body_case = EXS_CTL__MSG__BODY_OK;
