@@ -524,17 +524,57 @@ int cm_reject(struct client *c, ExsCtl__Reject *m)
 	return 0;
 }
 
-/* The other end of adopted connection e, when it is adopted here too (one
- * host): its addresses are e's the other way round. */
-static struct ep *adopted_twin(const struct ep *e)
+static bool same_addr(const struct sockaddr *a, const struct sockaddr *b)
+{
+	const struct sockaddr_in *a4 = (const void *)a, *b4 = (const void *)b;
+	const struct sockaddr_in6 *a6 = (const void *)a, *b6 = (const void *)b;
+
+	if (!a || !b || a->sa_family != b->sa_family)
+		return false;
+	if (a->sa_family == AF_INET)
+		return a4->sin_port == b4->sin_port && a4->sin_addr.s_addr == b4->sin_addr.s_addr;
+	return a->sa_family == AF_INET6 && a6->sin6_port == b6->sin6_port &&
+	       !memcmp(&a6->sin6_addr, &b6->sin6_addr, sizeof(a6->sin6_addr));
+}
+
+static const struct sockaddr *local_of(const struct ep *e)
+{
+	return e->adopted ? (const void *)&e->adopted_local : e->id ? rdma_get_local_addr(e->id) : NULL;
+}
+
+static const struct sockaddr *peer_of(const struct ep *e)
+{
+	return e->adopted ? (const void *)&e->adopted_peer : e->id ? rdma_get_peer_addr(e->id) : NULL;
+}
+
+/* The other end of established connection e when it is on this host too:
+ * its addresses are e's the other way round. */
+static struct ep *ep_twin(const struct ep *e)
 {
 	for (struct client *c = exsd.clients; c; c = c->next)
 		for (struct ep *o = c->eps; o; o = o->next)
-			if (o != e && o->adopted &&
-			    !memcmp(&o->adopted_local, &e->adopted_peer, sizeof(o->adopted_local)) &&
-			    !memcmp(&o->adopted_peer, &e->adopted_local, sizeof(o->adopted_peer)))
+			if (o != e && o->state == EP_ESTABLISHED && !o->dead &&
+			    same_addr(local_of(o), peer_of(e)) && same_addr(peer_of(o), local_of(e)))
 				return o;
 	return NULL;
+}
+
+/* Client c goes, and its connections with it. When its process is gone
+ * (not merely dropped by exsd, which leaves its QPs working), the other
+ * end of each, when on this host, learns at once: ConnError ESRCH makes
+ * its libexs end the connection (ECONNRESET), where the CM's disconnect
+ * alone would have it ask the dead peer in-band and wait a second for no
+ * answer (IB/RoCE; an iWARP connection ends with the CM's anyway). */
+void cm_client_gone(struct client *c)
+{
+	if (!owner_gone(c))
+		return;
+	for (struct ep *e = c->eps; e; e = e->next) {
+		struct ep *t = e->state == EP_ESTABLISHED ? ep_twin(e) : NULL;
+
+		if (t && t->has_sock && t->c != c)
+			out_conn_error(t->c, t->sock, ESRCH);
+	}
 }
 
 /* exsctl disconnect (observe_disconnect chose e): the client learns that
@@ -544,7 +584,7 @@ static struct ep *adopted_twin(const struct ep *e)
  * transport (its libexs fails it when a send or probe gets no answer). */
 void cm_abort(struct ep *e, int err)
 {
-	struct ep *twin = e->adopted ? adopted_twin(e) : NULL;
+	struct ep *twin = e->adopted ? ep_twin(e) : NULL;
 
 	if (twin) {
 		view_event(twin, "close", err);

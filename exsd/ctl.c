@@ -38,6 +38,7 @@ void client_drop(struct client *c, const char *why)
 	exsd_log(LOG_INFO, "client %u (%s, pid %d) gone: %s", c->id, c->comm, (int)c->pid, why);
 	c->monitor = false;
 	c->failed = true; /* nothing more is sent to it */
+	cm_client_gone(c);
 	for (struct ep *e = c->eps; e; e = e->next)
 		if (e->state == EP_ESTABLISHED || e->state == EP_LISTENING)
 			view_event(e, "close", ESRCH); /* its process is gone */

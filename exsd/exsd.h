@@ -275,6 +275,7 @@ int cm_reject(struct client *c, ExsCtl__Reject *m);
 int cm_close_sock(struct client *c, ExsCtl__Close *m);
 int cm_adopt(struct client *c, ExsCtl__Adopt *m);
 void cm_abort(struct ep *e, int err);
+void cm_client_gone(struct client *c);
 
 /* observe.c: exsctl's view */
 int observe_query(struct client *c, uint32_t seq, ExsCtl__Query *q);

@@ -427,8 +427,10 @@ static void on_conn_error(struct exs_sock *s, int err)
 		requeue_accept(s);
 		break;
 	case EXS_S_CONNECTED:
-	case EXS_S_CLOSING: /* ECONNABORTED: exsctl disconnect (exsd's cm_abort) */
-		exs_conn_cm_lost(s->conn, err == ECONNABORTED);
+	case EXS_S_CLOSING: /* exsd's cm_abort (exsctl disconnect), cm_client_gone */
+		exs_conn_cm_lost(s->conn, err == ECONNABORTED ? EXS_CM_ABORTED
+					  : err == ESRCH	 ? EXS_CM_PEER_GONE
+								 : EXS_CM_LOST);
 		exs_sock_maybe_finish_close(s);
 		break;
 	default:

@@ -1391,7 +1391,7 @@ static void abort_finish(struct exs_conn *c)
 	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_ERR };
 
 	exs_verbs_modify_qp(c->qp, &qa, IBV_QP_STATE, c->iwarp);
-	exs_conn_fail_all(c, ECONNABORTED);
+	exs_conn_fail_all(c, c->abort_err ? c->abort_err : ECONNABORTED);
 }
 
 /* An abortive close: what is started fails with ECONNABORTED, the peer
@@ -1518,16 +1518,26 @@ void exs_conn_shut_rd(struct exs_conn *c)
  * Without a FIN the peer may be alive and only its exsd restarted: on
  * RoCE/IB the QP lives in the application, so ask the peer itself (PING)
  * before failing anything. An iWARP connection is the CM endpoint's: it
- * ended with it. `aborted`: exsd ended the connection on purpose (exsctl
- * disconnect): it ends here too, without asking the peer, which answers. */
-void exs_conn_cm_lost(struct exs_conn *c, bool aborted)
+ * ended with it. EXS_CM_ABORTED: exsd ended the connection on purpose
+ * (exsctl disconnect): it ends here as by an abortive close, the peer
+ * told in-band (ABORT: it ends at once, even if it has just had our answer
+ * to a PING of its own), and the operations here end with ECONNRESET, as
+ * exsctl(8) says both ends see. EXS_CM_PEER_GONE: exsd saw the peer's
+ * process die: nobody would answer a PING or take an ABORT. */
+void exs_conn_cm_lost(struct exs_conn *c, enum exs_cm_loss why)
 {
 	exs_conn_progress(c);
 	if (c->link != EXS_LINK_UP)
 		return;
 	if (EXS_DEBUG_ON())
-		exs_debug("fd %d: exsd %s the CM connection", c->fd, aborted ? "aborted" : "lost");
-	if (c->iwarp || c->rx == EXS_RX_EOF || aborted) {
+		exs_debug("fd %d: exsd lost the CM connection (%s)", c->fd,
+			  why == EXS_CM_ABORTED ? "exsctl disconnect" : why == EXS_CM_PEER_GONE ? "peer process gone" : "asking the peer");
+	if (why == EXS_CM_ABORTED) {
+		c->abort_err = ECONNRESET;
+		exs_conn_abort(c);
+		return;
+	}
+	if (c->iwarp || c->rx == EXS_RX_EOF || why == EXS_CM_PEER_GONE) {
 		exs_conn_break(c, ECONNRESET);
 		return;
 	}

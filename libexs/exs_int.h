@@ -344,6 +344,7 @@ struct exs_conn {
 	bool busy_poll; /* EXS_FD_BUSYPOLL: the progress thread polls its CQ */
 	uint32_t inline_max; /* §7.3: sends up to this many bytes go inline */
 	enum exs_tx_state tx;
+	int abort_err; /* what an abort's operations end with; 0: ECONNABORTED */
 	enum exs_rx_state rx;
 	enum exs_link_state link;
 	enum exs_unadv_state unadv;
@@ -456,7 +457,13 @@ void exs_conn_shut_wr(struct exs_conn *c);
 void exs_conn_shut_rd(struct exs_conn *c);
 void exs_conn_abort(struct exs_conn *c);
 void exs_conn_break(struct exs_conn *c, int err);
-void exs_conn_cm_lost(struct exs_conn *c, bool aborted);
+/* how exsd lost a connection's CM endpoint (exs_conn_cm_lost) */
+enum exs_cm_loss {
+	EXS_CM_LOST,	  /* a CM disconnect, or exsd went away: ask the peer */
+	EXS_CM_ABORTED,	  /* exsctl disconnect: tell the peer (ABORT), end */
+	EXS_CM_PEER_GONE, /* the peer's process died (same host): end now */
+};
+void exs_conn_cm_lost(struct exs_conn *c, enum exs_cm_loss why);
 void exs_conn_tick(struct exs_conn *c, uint64_t now_ms);
 void exs_conn_give_up(struct exs_conn *c);
 void exs_conn_fail_all(struct exs_conn *c, int err);

@@ -613,7 +613,7 @@ static void step(struct in *in, struct peer *p)
 		fv_qp_fail(c->qp, u8(in) & 1 ? IBV_WC_RETRY_EXC_ERR : IBV_WC_REM_ACCESS_ERR);
 		break;
 	case 14: /* exsd: the CM connection is gone */
-		exs_conn_cm_lost(c, u8(in) & 1); /* 1: exsctl disconnect */
+		exs_conn_cm_lost(c, (enum exs_cm_loss)(u8(in) % 3));
 		break;
 	case 15: /* the clock */
 		exs_sock_tick(exs_now_ms() + (uint64_t)u16(in) * 10);

@@ -212,7 +212,10 @@ for t in rxe siw; do
 	ms_first=$(((first - t0) / 1000000)) ms_last=$(((last - t0) / 1000000))
 	tail -n 1 "$LOGS/sink-$t.out" | sed 's/^/    /'
 	echo "    kill -9 -> first ECONNRESET ${ms_first} ms, last ${ms_last} ms"
-	if [ $rc = 0 ] && [ $first -gt $t0 ] && [ $ms_last -le 2000 ]; then
+	# at once on both devices: exsd tells the peer on this host that the
+	# process is gone (before, on rxe the peer's libexs asked the dead QP
+	# in-band and failed after its 1 s probe: about 1050 ms here)
+	if [ $rc = 0 ] && [ $first -gt $t0 ] && [ $ms_last -le 500 ]; then
 		pass "f: $t: all 16 pending receives failed with ECONNRESET ${ms_first}-${ms_last} ms after kill -9"
 	else
 		fail "f: $t: pending receives after kill -9 (exit $rc, ${ms_first}-${ms_last} ms)"
