@@ -12,22 +12,30 @@
 
 struct exsd exsd = { .listen_fd = -1, .conf.log_level = LOG_INFO };
 
+/* One line, one write: stderr is unbuffered (and the journal's stream
+ * under systemd); a longer line is cut at EXSD_LOG_MAX bytes. */
+#define EXSD_LOG_MAX 1024
+
 void exsd_log(int level, const char *fmt, ...)
 {
+	char line[EXSD_LOG_MAX];
 	va_list ap;
-	int saved = errno;
+	int saved = errno, n, m;
 
 	if (level > exsd.conf.log_level)
 		return;
-	if (exsd.log_prefix)
-		fprintf(stderr, "<%d>", level);
-	else
-		fprintf(stderr, "exsd: ");
+	n = exsd.log_prefix ? snprintf(line, sizeof(line), "<%d>", level)
+			    : snprintf(line, sizeof(line), "exsd: ");
 	va_start(ap, fmt);
-	errno = saved;
-	vfprintf(stderr, fmt, ap);
+	errno = saved; /* for %m */
+	m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	if (m < 0)
+		m = 0;
+	n += m < (int)(sizeof(line) - (size_t)n - 1) ? m : (int)(sizeof(line) - (size_t)n - 2);
+	line[n++] = '\n';
+	fwrite(line, 1, (size_t)n, stderr);
+	errno = saved;
 }
 
 uint64_t now_ms(void)
