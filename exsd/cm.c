@@ -537,16 +537,6 @@ static bool same_addr(const struct sockaddr *a, const struct sockaddr *b)
 	       !memcmp(&a6->sin6_addr, &b6->sin6_addr, sizeof(a6->sin6_addr));
 }
 
-static const struct sockaddr *local_of(const struct ep *e)
-{
-	return e->adopted ? (const void *)&e->adopted_local : e->id ? rdma_get_local_addr(e->id) : NULL;
-}
-
-static const struct sockaddr *peer_of(const struct ep *e)
-{
-	return e->adopted ? (const void *)&e->adopted_peer : e->id ? rdma_get_peer_addr(e->id) : NULL;
-}
-
 /* The other end of established connection e when it is on this host too:
  * its addresses are e's the other way round. */
 static struct ep *ep_twin(const struct ep *e)
@@ -554,7 +544,8 @@ static struct ep *ep_twin(const struct ep *e)
 	for (struct client *c = exsd.clients; c; c = c->next)
 		for (struct ep *o = c->eps; o; o = o->next)
 			if (o != e && o->state == EP_ESTABLISHED && !o->dead &&
-			    same_addr(local_of(o), peer_of(e)) && same_addr(peer_of(o), local_of(e)))
+			    same_addr(ep_local_addr(o), ep_peer_addr(e)) &&
+			    same_addr(ep_peer_addr(o), ep_local_addr(e)))
 				return o;
 	return NULL;
 }

@@ -191,6 +191,18 @@ struct ep {
 	struct ep *next;	/* in the client's list */
 };
 
+/* An endpoint's addresses: an adopted connection's as its client said,
+ * else its CM id's (NULL: none yet). */
+static inline const struct sockaddr *ep_local_addr(const struct ep *e)
+{
+	return e->adopted ? (const void *)&e->adopted_local : e->id ? rdma_get_local_addr(e->id) : NULL;
+}
+
+static inline const struct sockaddr *ep_peer_addr(const struct ep *e)
+{
+	return e->adopted ? (const void *)&e->adopted_peer : e->id ? rdma_get_peer_addr(e->id) : NULL;
+}
+
 /* A reply or event that the client's socket could not take yet. */
 struct frame {
 	struct frame *next;

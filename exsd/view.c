@@ -53,15 +53,11 @@ void view_fill_info(ExsCtl__SockInfo *i, struct info_buf *b, const struct ep *e,
 		      const struct client *observer)
 {
 	bool up = e->state != EP_BOUND && e->state != EP_LISTENING;
-	const struct sockaddr *local = e->adopted ? (const void *)&e->adopted_local
-				     : e->id ? rdma_get_local_addr(e->id) : NULL;
-	const struct sockaddr *peer = e->adopted ? (const void *)&e->adopted_peer
-				    : e->id ? rdma_get_peer_addr(e->id) : NULL;
 
 	exs_ctl__sock_info__init(i);
 	i->id = e->sock_id;
-	i->local_port = fmt_addr(b->local, sizeof(b->local), local);
-	i->peer_port = up ? fmt_addr(b->peer, sizeof(b->peer), peer) : 0;
+	i->local_port = fmt_addr(b->local, sizeof(b->local), ep_local_addr(e));
+	i->peer_port = up ? fmt_addr(b->peer, sizeof(b->peer), ep_peer_addr(e)) : 0;
 	if (!up)
 		snprintf(b->peer, sizeof(b->peer), "-");
 	i->local = b->local;
