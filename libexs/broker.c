@@ -580,13 +580,7 @@ static void listener_failed(struct exs_sock *s, int err)
 	s->listen_err = err;
 	if (EXS_DEBUG_ON())
 		exs_debug("fd %d: exsd refused to listen again: %s", s->fd, strerror(err));
-	while (s->acc_count) {
-		struct exs_accept_slot *a = &s->acc[s->acc_head];
-
-		s->acc_head = (s->acc_head + 1) % s->acc_cap;
-		s->acc_count--;
-		exs_sock_post(a->q, s->fd, EXS_EVT_ACCEPT, a->aa.exs_ahandle, err);
-	}
+	exs_sock_fail_accepts(s, err);
 }
 
 /* Tell the new exsd of established connection s (proto: Adopt). */

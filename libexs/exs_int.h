@@ -565,6 +565,7 @@ void exs_sock_post(struct exs_queue *q, int fd, int type, exs_ahandle_t ah, int 
 void exs_sock_tell_exsd_close(struct exs_sock *s);
 void exs_sock_reject(uint32_t req, int err);
 void exs_sock_connect_failed(struct exs_sock *s, int err);
+void exs_sock_fail_accepts(struct exs_sock *s, int err);
 void exs_sock_progress(struct exs_sock *s);
 void exs_sock_maybe_finish_close(struct exs_sock *s);
 void exs_sock_tick(uint64_t now_ms);

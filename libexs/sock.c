@@ -398,16 +398,21 @@ void exs_sock_tick(uint64_t now)
 	exs_sock_wake_pollers(); /* a PING given up on: reset */
 }
 
+/* Every accept waiting on listener s ends with `err`. */
+void exs_sock_fail_accepts(struct exs_sock *s, int err)
+{
+	while (s->acc_count) {
+		struct exs_accept_slot *a = &s->acc[s->acc_head];
+
+		s->acc_head = (s->acc_head + 1) % s->acc_cap;
+		s->acc_count--;
+		exs_sock_post(a->q, s->fd, EXS_EVT_ACCEPT, a->aa.exs_ahandle, err);
+	}
+}
+
 static void close_listener(struct exs_sock *s)
 {
-	uint32_t i;
-
-	for (i = 0; i < s->acc_count; i++) {
-		struct exs_accept_slot *a = &s->acc[(s->acc_head + i) % s->acc_cap];
-
-		exs_sock_post(a->q, s->fd, EXS_EVT_ACCEPT, a->aa.exs_ahandle, ECONNABORTED);
-	}
-	s->acc_count = 0;
+	exs_sock_fail_accepts(s, ECONNABORTED);
 	while (s->req_count) {
 		ExsCtl__Msg *rm = s->reqs[s->req_head];
 
