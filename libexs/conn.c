@@ -843,6 +843,42 @@ static void op_unstart(struct exs_op *op)
 	memset(op, 0, sizeof(*op));
 }
 
+#ifdef EXS_TEST_HOSTILE
+/*
+ * Only in tests/apps' exs_guard_hostile, never in libexs: a peer that
+ * writes where it was not invited, to show the device refuses it
+ * (tests/integration/harden.sh). EXS_TEST_HOSTILE=past writes just past
+ * each advert; =stale writes into the previous advert, whose receive has
+ * completed. Up to 64 bytes of the send's first element.
+ */
+static void hostile_write(struct exs_conn *c, const struct exs_wire_msg *ad,
+			  const struct ibv_sge *first)
+{
+	static struct exs_wire_msg prev;
+	const char *mode = getenv("EXS_TEST_HOSTILE");
+	struct ibv_sge sge = *first;
+	struct ibv_send_wr wr;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	sge.length = sge.length < 64 ? sge.length : 64;
+	if (mode && !strcmp(mode, "past")) {
+		wr.wr.rdma.remote_addr = ad->addr + ad->len;
+		wr.wr.rdma.rkey = ad->rkey;
+	} else if (mode && !strcmp(mode, "stale") && prev.len) {
+		wr.wr.rdma.remote_addr = prev.addr;
+		wr.wr.rdma.rkey = prev.rkey;
+	} else {
+		wr.num_sge = 0;
+	}
+	if (wr.num_sge && sge.length)
+		post_send(c, &wr);
+	prev = *ad;
+}
+#endif
+
 /* Place the first pending send (or the next piece of it) in the first
  * advert: RDMA WRITE_WITH_IMM, or WRITE + DONE. 0, or -errno from the
  * post (the connection is then broken). */
@@ -867,6 +903,9 @@ static int place(struct exs_conn *c)
 	nsge = op_sges(op, op->done, n < c->dev->max_msg_sz ? n : c->dev->max_msg_sz, sge,
 		       c->max_sge, &chunk);
 	imm = !c->iwarp && (!c->seq || n == op->len) && chunk == n;
+#ifdef EXS_TEST_HOSTILE
+	hostile_write(c, ad, &sge[0]);
+#endif
 	for (;;) {
 		struct ibv_send_wr wr;
 
@@ -1110,10 +1149,30 @@ static int credits_in_use(uint32_t alloc, uint32_t nfree)
 	return (int)(alloc - nfree);
 }
 
+/* The key an advert of receive `op` gives the peer: a registration of its
+ * buffer alone, made at its first advert and let go when it completes
+ * (op_complete), so a peer reaches nothing else of a registered region
+ * and nothing once the receive is over. A region registered with
+ * EXS_MRF_EXPOSE_ALL lends its own key instead, as unregistered memory's
+ * registration for the call already is the buffer alone. */
+static int advert_mem(struct exs_conn *c, struct exs_op *op)
+{
+	int ret = op_mem(c, op);
+
+	if (ret || !op->mreg || (op->mreg->flags & EXS_MRF_EXPOSE_ALL) || op->tmp_mr)
+		return ret;
+	op->tmp_mr = ibv_reg_mr(c->dev->pd, op->lbuf, op->len,
+				IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!op->tmp_mr)
+		return -(errno ? errno : ENOMEM);
+	op->rkey = op->tmp_mr->rkey;
+	return 0;
+}
+
 /* Tell the peer where receive `op` (in slot `slot`) wants its data. */
 static int advertise(struct exs_conn *c, struct exs_op *op, uint32_t slot)
 {
-	int ret = op_mem(c, op);
+	int ret = advert_mem(c, op);
 
 	if (ret)
 		return ret;

@@ -34,6 +34,8 @@
  *   --inline N   EXS_F_SETINLINEMAXSIZE N (guide 7.3)
  *   --busy-poll  EXS_FD_BUSYPOLL by the guide's 7.5 idiom
  *   --sbuf N     stream buffer (guide 7.6): EXS_F_SETSTREAMBUFSIZE N
+ *   --expose-all buffers registered with EXS_MRF_EXPOSE_ALL: receives
+ *                advertise the region's key, no registration per advert
  * The fcntl options go on the socket before connect or listen, on both
  * ends; when the library refuses one (or <exs.h> lacks the name) exs-perf
  * prints "exs-perf: unsupported: ..." and exits 3.
@@ -71,7 +73,7 @@ struct hdr {
 };
 #define HDR_MAGIC 0x45585046u
 
-static int type = SOCK_SEQPACKET, unreg, check, csv, busy_poll;
+static int type = SOCK_SEQPACKET, unreg, check, csv, busy_poll, mreg_flags;
 static long sp_max = -1, inline_max = -1, sbuf = -1; /* -1: leave the library's default */
 static uint64_t blast_bytes = 32 << 20;
 static double min_secs; /* -T: 0 = the count comes from -B alone */
@@ -232,7 +234,7 @@ static void bufs_get(struct bufs *B, int n, size_t size)
 		if (!B->b[i])
 			die("buffer");
 		memset(B->b[i], 0, size);
-		B->mh[i] = unreg ? EXS_MHANDLE_UNREGISTERED : exs_mregister(B->b[i], size, 0);
+		B->mh[i] = unreg ? EXS_MHANDLE_UNREGISTERED : exs_mregister(B->b[i], size, mreg_flags);
 		if (B->mh[i] == EXS_MHANDLE_INVALID)
 			die("exs_mregister");
 	}
@@ -541,6 +543,7 @@ static void usage(FILE *f)
 	      "  --inline N   EXS_F_SETINLINEMAXSIZE N (guide 7.3)\n"
 	      "  --busy-poll  EXS_FD_BUSYPOLL (guide 7.5)\n"
 	      "  --sbuf N     EXS_F_SETSTREAMBUFSIZE N (guide 7.6; with -t stream)\n"
+	      "  --expose-all register with EXS_MRF_EXPOSE_ALL (no registration per advert)\n"
 	      "  -h, --help   this text;  --version  print the version\n", f);
 }
 
@@ -640,6 +643,7 @@ int main(int argc, char **argv)
 		{ "inline", required_argument, NULL, 'I' },
 		{ "busy-poll", no_argument, NULL, 'P' },
 		{ "sbuf", required_argument, NULL, 'F' },
+		{ "expose-all", no_argument, NULL, 'X' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -669,6 +673,7 @@ int main(int argc, char **argv)
 		case 'I': inline_max = atol(optarg); break;
 		case 'P': busy_poll = 1; break;
 		case 'F': sbuf = atol(optarg); break;
+		case 'X': mreg_flags = EXS_MRF_EXPOSE_ALL; break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("exs-perf (EXS) %s\n", EXS_VERSION_STRING); return 0;
 		default: goto usage_error; /* getopt said what */

@@ -3,7 +3,9 @@
 # libexs when things run out or go away (issue 14), on one guest: senders
 # whose peer or exsd dies mid-transfer end with an errno, not SIGPIPE;
 # exs_mregister past RLIMIT_MEMLOCK fails with ENOMEM; an event queue past
-# its depth grows and loses nothing; a full socket table gives EMFILE.
+# its depth grows and loses nothing; a full socket table gives EMFILE; a
+# peer that writes past an advert, or into a receive that has completed,
+# is refused by the device and reaches nothing (EXS_MRF_EXPOSE_ALL aside).
 # Run by `ctest -R vm_harden` through tests/vm/exs-vm; well under a minute.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -63,6 +65,38 @@ for c in memlock qdepth emfile; do
 	fi
 done
 [ $rc = 0 ] || fail "exs_exhaust exit $rc"
+
+# ---- e. a peer writes where it was not invited (exs_guard_hostile's
+# libexs): just past an advert, or into the last one after its receive
+# completed. The device must refuse it: the receiver's guards and finished
+# buffers stay as they were and the connection ends.
+guard_round() { # NAME IP PORT TYPE MODE SERVER-FLAGS EXPECT(ok|refused|reached)
+	local name=$1 ip=$2 port=$3 type=$4 mode=$5 sflags=$6 want=$7 client=$T/exs_guard out rc
+	bg guard-$name "$T/exs_guard" server "$ip" "$port" -t "$type" $sflags
+	local spid=$BG_PID
+	wait_for "$LOGS/guard-$name.out" listening 20
+	[ "$mode" = none ] || client=$T/exs_guard_hostile
+	EXS_TEST_HOSTILE=$mode timeout -k 5 60 "$client" client "$ip" "$port" -t "$type" \
+		> "$LOGS/guardc-$name.out" 2>&1
+	wait $spid
+	rc=$?
+	out=$(grep "^exs_guard: server" "$LOGS/guard-$name.out")
+	echo "    $name: ${out:-no result}; $(cat "$LOGS/guardc-$name.out")"
+	case $want:$rc in
+	ok:0) [[ $out == *" 20 of 20 messages intact, then the end;"* ]] ;;
+	refused:0) [[ $out == *" of 20 messages intact, then "* && $out != *" 20 of 20 "* ]] ;;
+	reached:1) [[ $out == *"a peer wrote outside the advertised buffer"* ]] ;;
+	*) false ;;
+	esac && pass "e: $name: $want" || fail "e: $name: expected $want (server exit $rc)"
+	stop_bgs
+}
+guard_round rxe-honest "$EXS_VM_RXE_IP" 7820 seqpacket none "" ok
+guard_round siw-honest "$EXS_VM_SIW_IP" 7821 stream none "" ok
+guard_round rxe-past "$EXS_VM_RXE_IP" 7822 seqpacket past "" refused
+guard_round siw-past "$EXS_VM_SIW_IP" 7823 seqpacket past "" refused
+guard_round rxe-stale "$EXS_VM_RXE_IP" 7824 stream stale "" refused
+guard_round siw-stale "$EXS_VM_SIW_IP" 7825 stream stale "" refused
+guard_round rxe-past-expose-all "$EXS_VM_RXE_IP" 7826 seqpacket past -x reached
 stop_exsd harden2
 
 summary
