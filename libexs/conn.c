@@ -1055,6 +1055,13 @@ static void drop_stale_adverts(struct exs_conn *c)
 	}
 }
 
+/* May an EAGER message (a small send, or a stream-buffer chunk) go now:
+ * an eager credit, a free eager slot, and the peer's hello seen. */
+static bool eager_room(const struct exs_conn *c)
+{
+	return c->ecredits && c->eager_sq < c->alloc && !c->await_hello;
+}
+
 /* SEQPACKET: the first pending send goes EAGER if small, into its own
  * receive's advert if that is here, or else asks for that advert (RTS).
  * 1 to go on, 0 to wait, -errno when a post failed. */
@@ -1066,14 +1073,14 @@ static int send_one_seq(struct exs_conn *c)
 		return place_persist(c) ?: 1; /* part 6: into the peer's block */
 	drop_stale_adverts(c);
 	if (small(c, op) && !op->mreg) {
-		if (!c->ecredits || c->eager_sq >= c->alloc || c->await_hello)
+		if (!eager_room(c))
 			return 0;
 		return send_eager(c) ?: 1;
 	}
 	if (c->ad_count && c->ads[c->ad_head].seq == c->tx_msn)
 		return place(c) ?: 1;
 	if (small(c, op)) { /* registered: either way will do */
-		if (!c->ecredits || c->eager_sq >= c->alloc || c->await_hello)
+		if (!eager_room(c))
 			return 0;
 		return send_eager(c) ?: 1;
 	}
@@ -1110,7 +1117,7 @@ static int send_one_stream(struct exs_conn *c)
 		c->rts_out = true;
 		return 0;
 	}
-	if (!c->ecredits || c->eager_sq >= c->alloc)
+	if (!eager_room(c))
 		return 0;
 	return send_chunk(c) ?: 1;
 }

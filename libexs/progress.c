@@ -39,12 +39,22 @@ void exs_progress_del_fd(int fd)
 static unsigned seen_gen;
 
 /* Lock held: an application thread polls the CQs in its wait, or began to
+ * since the progress thread last looked; `look` makes this the look. */
+static bool spun_lately(bool look)
+{
+	bool spun = exs_g.spinners || exs_g.spin_gen != seen_gen;
+
+	if (look)
+		seen_gen = exs_g.spin_gen;
+	return spun;
+}
+
+/* Lock held: an application thread polls the CQs in its wait, or began to
  * since the progress thread last looked, and none sleeps waiting for a
  * CQ's event: a CQ that raised one may stay quiet. */
 static bool polled_by_waiters(void)
 {
-	return !__atomic_load_n(&exs_g.sleepers, __ATOMIC_SEQ_CST) &&
-	       (exs_g.spinners || exs_g.spin_gen != seen_gen);
+	return !__atomic_load_n(&exs_g.sleepers, __ATOMIC_SEQ_CST) && spun_lately(false);
 }
 
 /* Lock held: every CQ raises its event again; what came meanwhile is taken. */
@@ -270,8 +280,7 @@ static void *progress_main(void *arg)
 			uint64_t now = exs_now_ms();
 
 			pthread_mutex_lock(&exs_g.lock);
-			if (exs_g.spinners || exs_g.spin_gen != seen_gen) {
-				seen_gen = exs_g.spin_gen;
+			if (spun_lately(true)) {
 				quiet_since = now;
 			} else if (__atomic_load_n(&exs_g.sleepers, __ATOMIC_SEQ_CST) ||
 				   now - quiet_since >= EXS_REARM_US / 1000) {
