@@ -25,6 +25,8 @@ static void ep_set_state(struct ep *e, enum ep_state s)
 		 ep_state_name(e->state), ep_state_name(s));
 	exsd.nestablished += (s == EP_ESTABLISHED) - (e->state == EP_ESTABLISHED);
 	e->state = s;
+	if (s == EP_ESTABLISHED)
+		index_add_pair(e); /* its addresses are known now */
 }
 
 static struct ep *ep_new(struct client *c)
@@ -524,32 +526,6 @@ int cm_reject(struct client *c, ExsCtl__Reject *m)
 	return 0;
 }
 
-static bool same_addr(const struct sockaddr *a, const struct sockaddr *b)
-{
-	const struct sockaddr_in *a4 = (const void *)a, *b4 = (const void *)b;
-	const struct sockaddr_in6 *a6 = (const void *)a, *b6 = (const void *)b;
-
-	if (!a || !b || a->sa_family != b->sa_family)
-		return false;
-	if (a->sa_family == AF_INET)
-		return a4->sin_port == b4->sin_port && a4->sin_addr.s_addr == b4->sin_addr.s_addr;
-	return a->sa_family == AF_INET6 && a6->sin6_port == b6->sin6_port &&
-	       !memcmp(&a6->sin6_addr, &b6->sin6_addr, sizeof(a6->sin6_addr));
-}
-
-/* The other end of established connection e when it is on this host too:
- * its addresses are e's the other way round. */
-static struct ep *ep_twin(const struct ep *e)
-{
-	for (struct client *c = exsd.clients; c; c = c->next)
-		for (struct ep *o = c->eps; o; o = o->next)
-			if (o != e && o->state == EP_ESTABLISHED && !o->dead &&
-			    same_addr(ep_local_addr(o), ep_peer_addr(e)) &&
-			    same_addr(ep_peer_addr(o), ep_local_addr(e)))
-				return o;
-	return NULL;
-}
-
 /* Client c goes, and its connections with it. When its process is gone
  * (not merely dropped by exsd, which leaves its QPs working), the other
  * end of each, when on this host, learns at once: ConnError ESRCH makes
@@ -561,7 +537,7 @@ void cm_client_gone(struct client *c)
 	if (!owner_gone(c))
 		return;
 	for (struct ep *e = c->eps; e; e = e->next) {
-		struct ep *t = e->state == EP_ESTABLISHED ? ep_twin(e) : NULL;
+		struct ep *t = e->state == EP_ESTABLISHED ? index_twin(e) : NULL;
 
 		if (t && t->has_sock && t->c != c)
 			out_conn_error(t->c, t->sock, ESRCH);
@@ -575,7 +551,7 @@ void cm_client_gone(struct client *c)
  * transport (its libexs fails it when a send or probe gets no answer). */
 void cm_abort(struct ep *e, int err)
 {
-	struct ep *twin = e->adopted ? ep_twin(e) : NULL;
+	struct ep *twin = e->adopted ? index_twin(e) : NULL;
 
 	if (twin) {
 		view_event(twin, "close", err);

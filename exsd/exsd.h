@@ -99,6 +99,8 @@ void index_del(struct ep *e);
 struct ep *index_id(uint32_t sock_id);
 struct ep *index_sock(const struct client *c, uint32_t sock);
 struct ep *index_req(const struct client *c, uint32_t req);
+void index_add_pair(struct ep *e);	/* once established: its addresses */
+struct ep *index_twin(const struct ep *e); /* the other end, when on this host */
 void index_hold_port(uint16_t port);
 void index_release_port(uint16_t port);
 bool index_port_held(uint16_t port);
@@ -187,7 +189,7 @@ struct ep {
 	bool adopted;
 	char adopted_dev[64];
 	struct sockaddr_storage adopted_local, adopted_peer;
-	struct hnode by_id, by_sock, by_req;	/* index.c */
+	struct hnode by_id, by_sock, by_req, by_pair;	/* index.c */
 	struct ep *next;	/* in the client's list */
 };
 

@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * exsd's lookups: every ep by its exsctl id, a client's sockets by their
- * libexs fd, passive requests by their request id; the ephemeral ports
+ * libexs fd, passive requests by their request id, an established
+ * connection's other end on this host by their address pair; the ephemeral ports
  * exsd has handed out, as a bitmap; the names of ep states. Hash tables
  * chained through the ep itself, doubled as they fill, so that a lookup
  * costs the same with ten connections as with ten thousand. Adding never
  * fails: a table that cannot grow keeps working with longer chains. It
  * owns no ep (cm.c creates and frees them) and calls nothing of exsd's.
  */
+#include <netinet/in.h>
 #include <stddef.h>
+#include <string.h>
 #include <stdlib.h>
 
 #include "exsd.h"
@@ -20,7 +23,7 @@ struct htab {
 	struct hnode *b0[1u << EXSD_HASH_BITS0];
 };
 
-static struct htab by_id, by_sock, by_req;
+static struct htab by_id, by_sock, by_req, by_pair;
 static uint64_t eph_held[65536 / 64];
 
 static uint32_t slot(uint64_t key, uint32_t bits)
@@ -130,6 +133,7 @@ void index_del(struct ep *e)
 	hdel(&by_id, &e->by_id);
 	hdel(&by_sock, &e->by_sock);
 	hdel(&by_req, &e->by_req);
+	hdel(&by_pair, &e->by_pair);
 }
 
 struct ep *index_id(uint32_t sock_id)
@@ -158,6 +162,61 @@ struct ep *index_req(const struct client *c, uint32_t req)
 
 		if (e->c == c && e->passive && e->req == req && !e->dead)
 			return e;
+	}
+	return NULL;
+}
+
+static bool same_addr(const struct sockaddr *a, const struct sockaddr *b)
+{
+	const struct sockaddr_in *a4 = (const void *)a, *b4 = (const void *)b;
+	const struct sockaddr_in6 *a6 = (const void *)a, *b6 = (const void *)b;
+
+	if (!a || !b || a->sa_family != b->sa_family)
+		return false;
+	if (a->sa_family == AF_INET)
+		return a4->sin_port == b4->sin_port && a4->sin_addr.s_addr == b4->sin_addr.s_addr;
+	return a->sa_family == AF_INET6 && a6->sin6_port == b6->sin6_port &&
+	       !memcmp(&a6->sin6_addr, &b6->sin6_addr, sizeof(a6->sin6_addr));
+}
+
+static uint64_t addr_key(const struct sockaddr *a)
+{
+	const struct sockaddr_in *a4 = (const void *)a;
+	const struct sockaddr_in6 *a6 = (const void *)a;
+	uint64_t k[2];
+
+	if (!a)
+		return 0;
+	if (a->sa_family == AF_INET)
+		return (uint64_t)a4->sin_addr.s_addr << 16 | a4->sin_port;
+	if (a->sa_family != AF_INET6)
+		return 0;
+	memcpy(k, &a6->sin6_addr, sizeof(k));
+	return (k[0] ^ k[1] * 0x9E3779B97F4A7C15ull) + a6->sin6_port;
+}
+
+/* The same for both ends of a connection: the twin's addresses are e's
+ * the other way round. */
+static uint64_t pair_key(const struct ep *e)
+{
+	return addr_key(ep_local_addr(e)) + addr_key(ep_peer_addr(e));
+}
+
+void index_add_pair(struct ep *e)
+{
+	hdel(&by_pair, &e->by_pair);
+	hadd(&by_pair, &e->by_pair, pair_key(e));
+}
+
+struct ep *index_twin(const struct ep *e)
+{
+	for (struct hnode *h = hfirst(&by_pair, pair_key(e)); h; h = hnext(h)) {
+		struct ep *o = EP_OF(h, by_pair);
+
+		if (o != e && o->state == EP_ESTABLISHED && !o->dead &&
+		    same_addr(ep_local_addr(o), ep_peer_addr(e)) &&
+		    same_addr(ep_peer_addr(o), ep_local_addr(e)))
+			return o;
 	}
 	return NULL;
 }
