@@ -20,7 +20,9 @@
  *   -p PORT      (default 18515)
  *   -s SIZES     list "1,64,4096" or range "1:16M" (powers of two in it);
  *                K/M/G suffixes
- *   -d DEPTHS    operations in flight, list (blast; default 1)
+ *   -d DEPTHS    operations in flight, list (blast; default 1); connect: D > 1
+ *                starts D connects at once per round, against D accepts
+ *                at once, and msgs/s is the listener's accept rate
  *   -t TYPE      seqpacket (default) or stream
  *   -u           unregistered buffers (EXS_MHANDLE_UNREGISTERED)
  *   -B BYTES     blast: bytes per point (default 32M); -n N overrides
@@ -64,6 +66,7 @@
 #include <exs.h>
 
 enum mode { BLAST = 1, PINGPONG, CONNECT, PSAMPLE, PTRANS };
+#define MAX_CONNECT_DEPTH 256 /* connect: connects started at once */
 
 /* what the client tells the server before each point, and the answer */
 struct hdr {
@@ -494,16 +497,99 @@ static void ptrans(int fd, int lfd, exs_qhandle_t q, const struct sockaddr_in *s
 
 /* ---- connect */
 
-static void connect_server(int lfd, const struct hdr *h, struct win *w)
+/* One event from q, or die. */
+static void next_event(exs_qhandle_t q, exs_event_t *ev, const char *what)
 {
-	win_open(w);
-	for (uint32_t i = 0; i < h->count; i++) {
-		int fd = exs_blocking_accept(lfd, NULL, NULL);
+	struct timeval stall = { 120, 0 };
 
-		if (fd < 0 || exs_blocking_close(fd))
-			die("accept/close");
+	if (exs_qdequeue(q, ev, 1, &stall) != 1)
+		die(what);
+	if (ev->exs_evt_errno) {
+		errno = ev->exs_evt_errno;
+		die(what);
+	}
+}
+
+/* Depth 1: one blocking accept at a time. Depth D: D accepts started at
+ * once, and one more as each completes; accepted sockets are closed
+ * without waiting (their close events are taken as they come). */
+static void connect_server(int lfd, exs_qhandle_t q, const struct hdr *h, struct win *w)
+{
+	uint32_t posted = 0, accepted = 0, closed = 0;
+
+	win_open(w);
+	if (h->depth <= 1) {
+		for (uint32_t i = 0; i < h->count; i++) {
+			int fd = exs_blocking_accept(lfd, NULL, NULL);
+
+			if (fd < 0 || exs_blocking_close(fd))
+				die("accept/close");
+		}
+		win_close(w);
+		return;
+	}
+	while (closed < h->count) {
+		exs_event_t ev;
+
+		for (; posted < h->count && posted - accepted < h->depth; posted++) {
+			struct exs_acceptaddr a = { NULL, 0, NULL };
+
+			if (exs_accept(lfd, &a, 1, 0, q))
+				die("exs_accept");
+		}
+		next_event(q, &ev, "accept/close event");
+		if (ev.exs_evt_type == EXS_EVT_ACCEPT) {
+			accepted++;
+			if (exs_close(ev.exs_evt_union.exs_evt_accept.exs_evt_new_socket, 0, q, NULL))
+				die("exs_close");
+		} else {
+			closed++;
+		}
 	}
 	win_close(w);
+}
+
+/* Depth D > 1: rounds of D connects started at once (D clients arriving
+ * together at one listener). t[i] is connect i's own time; the window
+ * covers each round from its first connect to its last completion, so
+ * count / window is the listener's accept rate. Closes are outside it. */
+static void connect_burst(const struct sockaddr_in *sa, exs_qhandle_t q, const struct hdr *h,
+			  double *t, struct win *w)
+{
+	int fds[MAX_CONNECT_DEPTH];
+	double t0[MAX_CONNECT_DEPTH];
+	struct win round;
+
+	w->t = w->c = 0;
+	for (uint32_t done = 0; done < h->count;) {
+		uint32_t k = h->count - done < h->depth ? h->count - done : h->depth;
+
+		win_open(&round);
+		for (uint32_t j = 0; j < k; j++) {
+			if ((fds[j] = exs_socket(AF_INET, type, 0)) < 0)
+				die("exs_socket");
+			tune(fds[j]);
+			t0[j] = now();
+			if (exs_connect(fds[j], (const struct sockaddr *)sa, sizeof(*sa), 0, NULL, q,
+					(exs_ahandle_t)(uintptr_t)j))
+				die("exs_connect");
+		}
+		for (uint32_t got = 0; got < k; got++) {
+			exs_event_t ev;
+			uint32_t j;
+
+			next_event(q, &ev, "connect event");
+			j = (uint32_t)(uintptr_t)ev.exs_evt_ahandle;
+			t[done + j] = now() - t0[j];
+		}
+		win_close(&round);
+		w->t += round.t;
+		w->c += round.c;
+		for (uint32_t j = 0; j < k; j++)
+			if (exs_blocking_close(fds[j]))
+				die("exs_close");
+		done += k;
+	}
 }
 
 static void connect_client(const struct sockaddr_in *sa, const struct hdr *h, double *t, struct win *w)
@@ -531,7 +617,7 @@ static void usage(FILE *f)
 	      "       exs-perf [OPTIONS] blast|pingpong|connect|psample|ptrans ADDRESS  (client)\n"
 	      "  -p PORT      (default 18515)\n"
 	      "  -s SIZES     list \"1,64,4096\" or range \"1:16M\" (powers of two in it); K/M/G\n"
-	      "  -d DEPTHS    operations in flight, list (blast; default 1)\n"
+	      "  -d DEPTHS    operations in flight, list (blast; connect: D at once; default 1)\n"
 	      "  -t TYPE      seqpacket (default) or stream\n"
 	      "  -u           unregistered buffers (EXS_MHANDLE_UNREGISTERED)\n"
 	      "  -B BYTES     blast: bytes per point (default 32M); -n N overrides\n"
@@ -575,10 +661,12 @@ static struct hdr run_point(int fd, int lfd, exs_qhandle_t q, const struct socka
 		psample(fd, q, &h, client, &B, lat, w);
 	else if (h.mode == PTRANS)
 		ptrans(fd, lfd, q, sa, &h, client, &B, lat, w);
+	else if (client && h.depth > 1)
+		connect_burst(sa, q, &h, lat, w);
 	else if (client)
 		connect_client(sa, &h, lat, w);
 	else
-		connect_server(lfd, &h, w);
+		connect_server(lfd, q, &h, w);
 	if (B.n)
 		bufs_put(&B);
 	r = h;
@@ -699,8 +787,8 @@ int main(int argc, char **argv)
 		if (!sizes[i] || sizes[i] > (1u << 30))
 			bad = "sizes are 1 to 1G";
 	for (int i = 0; i < ndepths && !bad; i++)
-		if (!depths[i] || depths[i] > 32)
-			bad = "depths are 1 to 32";
+		if (!depths[i] || depths[i] > (mode == CONNECT ? MAX_CONNECT_DEPTH : 32))
+			bad = "depths are 1 to 32 (connect: 1 to 256)";
 	if (bad)
 		goto usage_error;
 	if (exs_init(EXS_VERSION1))
@@ -757,7 +845,7 @@ int main(int argc, char **argv)
 			goto done;
 	}
 	for (int si = 0; si < nsizes; si++)
-		for (int di = 0; di < (mode == BLAST ? ndepths : 1); di++) {
+		for (int di = 0; di < (mode == BLAST || mode == CONNECT ? ndepths : 1); di++) {
 			struct hdr h = { .magic = HDR_MAGIC, .mode = (uint32_t)mode }, r;
 			struct win w;
 			double *lat = NULL;
@@ -786,7 +874,7 @@ int main(int argc, char **argv)
 				n = n < want ? n : want;
 				h.count = (uint32_t)(n < 5 ? 5 : n > 10000000 ? 10000000 : n);
 			}
-			h.last = si == nsizes - 1 && di == (mode == BLAST ? ndepths : 1) - 1;
+			h.last = si == nsizes - 1 && di == (mode == BLAST || mode == CONNECT ? ndepths : 1) - 1;
 			if (mode != BLAST)
 				lat = calloc(h.count, sizeof(*lat));
 			xchg_hdr(fd, &h, true);
