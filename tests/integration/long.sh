@@ -155,11 +155,16 @@ part_b() {
 		timeout -k 10 $lim "$T/exs_xfer" server "$(dev_ip $t)" $port -t $type -B "$bytes" -M 1048576 \
 			>"$LOGS/$name.server" 2>&1 &
 		local sp=$!
+		# the server's progress (a line per GiB) as it comes
+		tail -n +1 -s 1 -F --pid=$sp "$LOGS/$name.server" 2>/dev/null | grep --line-buffered "GiB verified" |
+			sed -u "s/^/    $type: /" &
+		local tp=$!
 		timeout -k 10 $lim "$T/exs_xfer" client "$(dev_ip $t)" $port -t $type -B "$bytes" -M 1048576 -r 30 \
 			>"$LOGS/$name.client" 2>&1
 		c=$?
 		wait $sp
 		s=$?
+		wait $tp
 		sed 's/^/    /' "$LOGS/$name.server" "$LOGS/$name.client" | grep -v "GiB verified"
 		if [ $c = 0 ] && [ $s = 0 ]; then
 			pass "b: $(dev_name $t) $type: $(sed -n 's/.*bulk: [0-9]* bytes (\([0-9.]* GiB\)) received and verified.*, \([0-9.]* s\), \([0-9.]* Gb\/s\)$/\1 every byte checked, \2, \3/p' \
@@ -195,6 +200,7 @@ part_c() {
 			sed 's/^/    /' "$LOGS/c-$t.server" "$LOGS/c-$t.client"
 		fi
 		[ $i = 1 ] && echo "    $t repeat 1: $(($(date +%s) - t0)) s: $(tail -n 1 "$LOGS/c-$t.client")"
+		[ $((i % 10)) = 0 ] && echo "    $t: $i repeats, $ok intact, $(($(date +%s) - t0)) s"
 	done
 	secs=$(($(date +%s) - t0))
 	[ $bad = 0 ] && pass "c: $(dev_name $t): exs_xfer -n 1000 (1 B .. 1 MiB, both ways, every byte checked)" \
