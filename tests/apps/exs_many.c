@@ -15,6 +15,8 @@
  *            connection, each echoed and every byte of the echo checked;
  *            a line per minute; then closes all. Exit 0 only if all came
  *            back intact (3 if no event came for 60 s)
+ *   exs_many client ADDR PORT N SECS W   the same with at most W connects in
+ *            flight (siw gives up on a request not accepted within ~10 s)
  *   exs_many server ADDR PORT N SECS   echoes every message on its N
  *            connections until each one's EOF, then exits 0
  */
@@ -34,24 +36,26 @@
 /* the fds of the connections that came up, in the order they did */
 static int fds[MANY_MAX];
 
-static int connect_all(const struct sockaddr_in *sa, int n)
+/* n connects, at most `window` in flight (n: all started before any
+ * completes) */
+static int connect_all(const struct sockaddr_in *sa, int n, int window)
 {
-	exs_qhandle_t q = exs_qcreate(n);
+	exs_qhandle_t q = exs_qcreate(window);
 	exs_event_t ev;
-	int up = 0;
+	int up = 0, started = 0;
 
 	if (q == EXS_QHANDLE_INVALID)
 		return 0;
 	for (int i = 0; i < n; i++) {
-		int fd = exs_socket(AF_INET, SOCK_SEQPACKET, 0);
+		for (; started < n && started - i < window; started++) {
+			int fd = exs_socket(AF_INET, SOCK_SEQPACKET, 0);
 
-		if (fd < 0 || exs_connect(fd, (const struct sockaddr *)sa, sizeof(*sa), 0, NULL, q,
-					  (void *)(long)fd)) {
-			printf("connect %d: %s\n", i, strerror(errno));
-			return up;
+			if (fd < 0 || exs_connect(fd, (const struct sockaddr *)sa, sizeof(*sa), 0, NULL, q,
+						  (void *)(long)fd)) {
+				printf("connect %d: %s\n", started, strerror(errno));
+				return up;
+			}
 		}
-	}
-	for (int i = 0; i < n; i++) {
 		if (exs_qdequeue(q, &ev, 1, NULL) != 1)
 			break;
 		if (ev.exs_evt_type != EXS_EVT_CONNECT || ev.exs_evt_errno)
@@ -236,14 +240,15 @@ static int echo_all(int n)
 int main(int argc, char **argv)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET };
-	int n, up = 0, lfd, sig, fd;
-	double secs = argc == 6 ? atof(argv[5]) : 0;
+	int n, up = 0, lfd, sig, fd, window;
+	double secs = argc >= 6 ? atof(argv[5]) : 0;
 	sigset_t set;
 
-	n = argc == 5 || argc == 6 ? atoi(argv[4]) : 0;
+	n = argc >= 5 && argc <= 7 ? atoi(argv[4]) : 0;
+	window = argc == 7 ? atoi(argv[6]) : n;
 	if (n <= 0 || n > MANY_MAX || inet_pton(AF_INET, argv[2], &sa.sin_addr) != 1 || secs < 0 ||
-	    (argc == 6 && secs == 0)) {
-		fprintf(stderr, "usage: exs_many server|client ADDR PORT N [SECS] (N <= %d)\n", MANY_MAX);
+	    (argc >= 6 && secs == 0) || window <= 0 || window > n) {
+		fprintf(stderr, "usage: exs_many server|client ADDR PORT N [SECS [WINDOW]] (N <= %d)\n", MANY_MAX);
 		return 2;
 	}
 	sa.sin_port = htons((uint16_t)atoi(argv[3]));
@@ -266,7 +271,7 @@ int main(int argc, char **argv)
 		while (up < n && (fd = exs_blocking_accept(lfd, NULL, NULL)) >= 0)
 			fds[up++] = fd;
 	} else {
-		up = connect_all(&sa, n);
+		up = connect_all(&sa, n, window);
 	}
 	printf("ready %d of %d\n", up, n);
 	if (secs > 0 && up == n && argv[1][0] == 's')
