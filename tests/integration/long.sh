@@ -86,6 +86,7 @@ part_a() {
 			fail "a: $t: $half connections not all up"
 			sed 's/^connect event [0-9]*: //' "$LOGS/long-c-$t.out" "$LOGS/long-s-$t.out" | sort | uniq -c |
 				sort -rn | head | sed 's/^/    /'
+			grep -v "established on" "$LOGS/exsd-long.log" | tail -n 20 | sed 's/^/    exsd: /'
 			ok=0
 		fi
 	done
