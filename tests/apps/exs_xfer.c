@@ -12,10 +12,16 @@
  *   -g SEGS  send each message by exs_sendmsg in SEGS elements (1..EXS_IOV_MAX,
  *            fewer for a message shorter than SEGS bytes): more than the
  *            device's SGE limit (EXS_F_GETSGEMAX) tests the split into writes
+ *   -B BYTES bulk: the client sends BYTES (K/M/G suffixes) to the server in
+ *            messages of -M bytes (the last one shorter), -d of them in
+ *            flight (default 4); the server checks every byte against a
+ *            pattern of the stream offset, sees the EOF after the last, and
+ *            prints progress each GiB and the GiB and Gb/s it verified
  * Exit 0 only if every message arrived intact; prints one summary line.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,11 +113,211 @@ static int send_gathered(int fd, uint8_t *buf, size_t len, int segs, exs_qhandle
 	return exs_sendmsg(fd, &msg, 0, q, (void *)2, mhs) ? -1 : 0;
 }
 
+/* ---- bulk (-B): one direction, fixed-size messages, several in flight.
+ * The byte at stream offset o is byte o % 8 of word(o / 8): a check of 8
+ * bytes at a time, and a byte misplaced anywhere in the stream shows. */
+static uint64_t word(uint64_t seed, uint64_t w)
+{
+	uint64_t x = (w + 1) * 0x9e3779b97f4a7c15ull ^ seed;
+
+	return x ^ (x >> 29);
+}
+
+static uint8_t bulk_byte(uint64_t seed, uint64_t o)
+{
+	return (uint8_t)(word(seed, o / 8) >> (8 * (o % 8)));
+}
+
+static void bulk_fill(uint8_t *b, size_t n, uint64_t seed, uint64_t off)
+{
+	size_t k = 0;
+
+	for (; k < n && (off + k) % 8; k++)
+		b[k] = bulk_byte(seed, off + k);
+	for (; k + 8 <= n; k += 8) {
+		uint64_t w = word(seed, (off + k) / 8);
+
+		memcpy(b + k, &w, 8); /* little-endian: byte o % 8 of the word */
+	}
+	for (; k < n; k++)
+		b[k] = bulk_byte(seed, off + k);
+}
+
+/* the first wrong byte's index, or -1 */
+static long bulk_verify(const uint8_t *b, size_t n, uint64_t seed, uint64_t off)
+{
+	size_t k = 0;
+
+	for (; k < n && (off + k) % 8; k++)
+		if (b[k] != bulk_byte(seed, off + k))
+			return (long)k;
+	for (; k + 8 <= n; k += 8) {
+		uint64_t w = word(seed, (off + k) / 8), got;
+
+		memcpy(&got, b + k, 8);
+		if (got != w)
+			break; /* the byte loop below names it */
+	}
+	for (; k < n; k++)
+		if (b[k] != bulk_byte(seed, off + k))
+			return (long)k;
+	return -1;
+}
+
+static exs_event_t bulk_event(exs_qhandle_t q, uint64_t at)
+{
+	struct timeval stall = { 60, 0 };
+	exs_event_t ev;
+	int k = exs_qdequeue(q, &ev, 1, &stall);
+
+	if (k < 0)
+		die("exs_qdequeue");
+	if (k == 0) {
+		fprintf(stderr, "exs_xfer: bulk: no event for 60 s at byte %" PRIu64 "\n", at);
+		exit(3);
+	}
+	if (ev.exs_evt_errno) {
+		errno = ev.exs_evt_errno;
+		die(ev.exs_evt_type == EXS_EVT_SEND ? "bulk send" : "bulk recv");
+	}
+	return ev;
+}
+
+/* the client: `total` bytes in messages of `max`, `depth` in flight */
+static void bulk_send(int fd, exs_qhandle_t q, uint8_t **b, exs_mhandle_t *mh, int depth, size_t max,
+		      uint64_t total, uint64_t seed)
+{
+	uint64_t off = 0, done = 0;
+	int out = 0;
+
+	for (int i = 0; i < depth && off < total; i++, out++) {
+		size_t len = total - off < max ? (size_t)(total - off) : max;
+
+		bulk_fill(b[i], len, seed, off);
+		if (exs_send(fd, b[i], len, 0, q, (void *)(intptr_t)i, mh[i]))
+			die("exs_send");
+		off += len;
+	}
+	while (out) {
+		exs_event_t ev = bulk_event(q, done);
+		int i = (int)(intptr_t)ev.exs_evt_ahandle;
+
+		done += ev.exs_evt_union.exs_evt_xfer.exs_evt_length;
+		out--;
+		if (off < total) {
+			size_t len = total - off < max ? (size_t)(total - off) : max;
+
+			bulk_fill(b[i], len, seed, off);
+			if (exs_send(fd, b[i], len, 0, q, (void *)(intptr_t)i, mh[i]))
+				die("exs_send");
+			off += len;
+			out++;
+		}
+	}
+	if (done != total) {
+		fprintf(stderr, "exs_xfer: bulk: %" PRIu64 " bytes sent of %" PRIu64 "\n", done, total);
+		exit(1);
+	}
+}
+
+/* the server: receives are matched in the order they were started (exs(7)),
+ * each checked at the stream offset it continues; then the EOF */
+static void bulk_recv(int fd, exs_qhandle_t q, uint8_t **b, exs_mhandle_t *mh, int depth, size_t max,
+		      uint64_t total, uint64_t seed, int type, double t0)
+{
+	uint64_t got = 0, next_gib = 1ull << 30;
+	int posted = 0, head = 0;
+
+	for (int i = 0; i < depth && (uint64_t)posted * max < total; i++, posted++)
+		if (exs_recv(fd, b[i], max, 0, q, (void *)(intptr_t)i, mh[i]))
+			die("exs_recv");
+	while (got < total) {
+		exs_event_t ev = bulk_event(q, got);
+		int i = (int)(intptr_t)ev.exs_evt_ahandle;
+		size_t len = ev.exs_evt_union.exs_evt_xfer.exs_evt_length;
+		size_t want = total - got < max ? (size_t)(total - got) : max;
+		long bad;
+
+		if (i != head) {
+			fprintf(stderr, "exs_xfer: bulk: receive %d completed before %d\n", i, head);
+			exit(1);
+		}
+		head = (head + 1) % depth;
+		if (len == 0 || len > want || (type == SOCK_SEQPACKET && len != want)) {
+			fprintf(stderr, "exs_xfer: bulk: a receive of %zu bytes at byte %" PRIu64
+				", expected %zu\n", len, got, want);
+			exit(1);
+		}
+		bad = bulk_verify(b[i], len, seed, got);
+		if (bad >= 0) {
+			fprintf(stderr, "exs_xfer: bulk: byte %" PRIu64 " is wrong\n", got + (uint64_t)bad);
+			exit(1);
+		}
+		got += len;
+		posted--;
+		if (got + (uint64_t)posted * max < total) {
+			if (exs_recv(fd, b[i], max, 0, q, (void *)(intptr_t)i, mh[i]))
+				die("exs_recv");
+			posted++;
+		}
+		if (got >= next_gib) {
+			printf("exs_xfer: %" PRIu64 " GiB verified, %.1f s\n", next_gib >> 30, now() - t0);
+			fflush(stdout);
+			next_gib += 1ull << 30;
+		}
+	}
+	/* the client's close ends the stream: no byte more than `total` */
+	ssize_t r = exs_recv(fd, b[0], max, EXS_BLOCK, NULL, NULL, mh[0]);
+
+	if (r != 0) {
+		fprintf(stderr, "exs_xfer: bulk: after %" PRIu64 " bytes, %zd more instead of EOF\n", got, r);
+		exit(1);
+	}
+}
+
+/* -B: the connection set up, bulk transfer one way; exit status as main's */
+static int bulk(int fd, exs_qhandle_t q, int server, int type, int depth, size_t max, uint64_t total, uint64_t seed, int unreg)
+{
+	uint8_t *b[64];
+	exs_mhandle_t mh[64];
+	double t0, dt;
+
+	for (int i = 0; i < depth; i++) {
+		b[i] = aligned_alloc(4096, (max + 4095) & ~(size_t)4095);
+		if (!b[i])
+			die("malloc");
+		mh[i] = unreg ? EXS_MHANDLE_UNREGISTERED
+			      : exs_mregister(b[i], max, server ? 0 : EXS_MRF_RECV_DISABLE);
+		if (mh[i] == EXS_MHANDLE_INVALID)
+			die("exs_mregister");
+	}
+	t0 = now();
+	if (server)
+		bulk_recv(fd, q, b, mh, depth, max, total, seed, type, t0);
+	else
+		bulk_send(fd, q, b, mh, depth, max, total, seed);
+	dt = now() - t0;
+	if (exs_blocking_close(fd))
+		die("exs_blocking_close");
+	for (int i = 0; i < depth; i++) {
+		if (!unreg && exs_mderegister(mh[i], 0))
+			die("exs_mderegister");
+		free(b[i]);
+	}
+	printf("exs_xfer: %s %s bulk: %" PRIu64 " bytes (%.2f GiB) %s in %zu-byte messages, %d in flight, "
+	       "%.1f s, %.3f Gb/s\n",
+	       server ? "server" : "client", type == SOCK_STREAM ? "stream" : "seqpacket", total,
+	       (double)total / (1 << 30), server ? "received and verified" : "sent", max, depth, dt,
+	       (double)total * 8 / dt / 1e9);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	int n = 1000, type = SOCK_SEQPACKET, unreg = 0, segs = 0, o, fd, lfd = -1, server;
+	int n = 1000, type = SOCK_SEQPACKET, unreg = 0, segs = 0, depth = 4, o, fd, lfd = -1, server;
 	size_t max = 1 << 20;
-	uint64_t seed = 1, sent = 0, rcvd = 0;
+	uint64_t seed = 1, sent = 0, rcvd = 0, total = 0;
+	char *end;
 	double retry = 0, t0;
 	struct sockaddr_in sa = { .sin_family = AF_INET };
 	exs_mhandle_t smh = EXS_MHANDLE_UNREGISTERED, rmh = EXS_MHANDLE_UNREGISTERED;
@@ -127,7 +333,7 @@ int main(int argc, char **argv)
 		goto usage;
 	sa.sin_port = htons((uint16_t)atoi(argv[3]));
 	optind = 4;
-	while ((o = getopt(argc, argv, "n:M:s:t:ur:g:")) != -1) {
+	while ((o = getopt(argc, argv, "n:M:s:t:ur:g:B:d:")) != -1) {
 		switch (o) {
 		case 'n': n = atoi(optarg); break;
 		case 'M': max = strtoul(optarg, NULL, 0); break;
@@ -136,10 +342,15 @@ int main(int argc, char **argv)
 		case 'u': unreg = 1; break;
 		case 'r': retry = atof(optarg); break;
 		case 'g': segs = atoi(optarg); break;
+		case 'B':
+			total = strtoull(optarg, &end, 0);
+			total <<= *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+			break;
+		case 'd': depth = atoi(optarg); break;
 		default: goto usage;
 		}
 	}
-	if (n <= 0 || max == 0 || segs < 0 || segs > EXS_IOV_MAX)
+	if (n <= 0 || max == 0 || max > 1ul << 30 || segs < 0 || segs > EXS_IOV_MAX || depth < 1 || depth > 64)
 		goto usage;
 
 	if (exs_init(EXS_VERSION1))
@@ -183,6 +394,11 @@ int main(int argc, char **argv)
 		printf("exs_xfer: %d elements per send, device gathers %d per RDMA write\n", segs,
 		       exs_fcntl(fd, EXS_F_GETSGEMAX));
 	fflush(stdout);
+	if (total) {
+		if (lfd >= 0 && exs_blocking_close(lfd))
+			die("exs_blocking_close (listener)");
+		return bulk(fd, q, server, type, depth, max, total, seed, unreg);
+	}
 	if (!unreg) {
 		smh = exs_mregister(sbuf, max, EXS_MRF_RECV_DISABLE);
 		rmh = exs_mregister(rbuf, max, 0);
@@ -283,6 +499,6 @@ int main(int argc, char **argv)
 	return 0;
 usage:
 	fprintf(stderr, "usage: exs_xfer server|client ADDR PORT [-n N] [-M BYTES] [-s SEED] "
-			"[-t seqpacket|stream] [-u] [-r SECS] [-g SEGS]\n");
+			"[-t seqpacket|stream] [-u] [-r SECS] [-g SEGS] [-B BYTES [-d DEPTH]]\n");
 	return 2;
 }
