@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # libexs when things run out or go away (issue 14), on one guest: senders
 # whose peer or exsd dies mid-transfer end with an errno, not SIGPIPE;
-# exs_mregister past RLIMIT_MEMLOCK fails with ENOMEM; an event queue past
-# its depth grows and loses nothing; a full socket table gives EMFILE.
+# registrations (explicit, implicit, a connection's own) past
+# RLIMIT_MEMLOCK fail with ENOMEM on siw and rxe; an event queue past its
+# depth grows and loses nothing; a full socket table gives EMFILE; a client
+# or server out of descriptors fails with EMFILE or refuses, then recovers.
 # Run by `ctest -R vm_harden` through tests/vm/exs-vm; well under a minute.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -50,19 +52,31 @@ sigpipe_round rxe-peer "$EXS_VM_RXE_IP" 7802 no
 sigpipe_round siw-exsd "$EXS_VM_SIW_IP" 7803 yes
 start_exsd harden2 || { fail "exsd restart"; summary; exit 1; }
 
-# ---- b-d. exs_mregister past RLIMIT_MEMLOCK, a queue past its depth, a
-# full socket table: each an errno or documented behaviour, no crash
-out=$( (ulimit -l 1024 && exec timeout -k 5 60 "$T/exs_exhaust" "$EXS_VM_SIW_IP" 7810) 2>&1)
-rc=$?
-echo "$out" | sed 's/^/    /'
-for c in memlock qdepth emfile; do
-	if echo "$out" | grep -q "^PASS $c" && ! echo "$out" | grep -q "^FAIL $c"; then
-		pass "$c: $(echo "$out" | grep "^PASS $c" | tail -n 1 | cut -d' ' -f3-)"
-	else
-		fail "$c (exs_exhaust exit $rc)"
-	fi
-done
-[ $rc = 0 ] || fail "exs_exhaust exit $rc"
+# ---- b-d. exs_exhaust: each of its PASS/FAIL lines is one check here
+exhaust() { # NAME CMD...: run exs_exhaust (under CMD's limits), timed
+	local name=$1 out rc t0=$(date +%s%N) v rest
+	shift
+	out=$("$@" 2>&1)
+	rc=$?
+	echo "    $name: exit $rc after $((($(date +%s%N) - t0) / 1000000)) ms"
+	echo "$out" | grep -v "^PASS\|^FAIL" | sed 's/^/    /'
+	while read -r v rest; do
+		if [ "$v" = PASS ]; then pass "$name: $rest"; else fail "$name: $rest"; fi
+	done < <(echo "$out" | grep "^PASS\|^FAIL")
+	echo "$out" | grep -q "^PASS" || fail "$name: no check ran"
+	[ $rc = 0 ] || fail "$name: exs_exhaust exit $rc"
+}
+# RLIMIT_MEMLOCK 1 MiB (siw counts pinned pages even for root, rxe only for
+# a user without CAP_IPC_LOCK: nobody): exs_mregister, the implicit
+# registrations of every transfer call, many small regions then a connect;
+# on siw also a queue past its depth and a full socket table
+exhaust siw bash -c "ulimit -l 1024 && exec timeout -k 5 60 $T/exs_exhaust $EXS_VM_SIW_IP 7810 \
+	memlock implicit regions qdepth emfile"
+exhaust rxe bash -c "ulimit -l 1024 && exec setpriv --reuid=nobody --regid=nogroup --clear-groups \
+	timeout -k 5 60 $T/exs_exhaust $EXS_VM_RXE_IP 7820 memlock implicit regions"
+# RLIMIT_NOFILE 32: a client and a server (its child) out of descriptors
+exhaust nofile-rxe bash -c "ulimit -n 32 && exec timeout -k 5 60 $T/exs_exhaust $EXS_VM_RXE_IP 7830 nofile"
+exhaust nofile-siw bash -c "ulimit -n 32 && exec timeout -k 5 60 $T/exs_exhaust $EXS_VM_SIW_IP 7840 nofile"
 stop_exsd harden2
 
 summary
