@@ -204,9 +204,10 @@ setpriv --reuid=nobody --regid=nogroup --clear-groups timeout 60 "$T/exs_crowd" 
 crowd_n=$!
 wait_for "$LOGS/crowd-nobody.out" served 20
 out=$(tr '\n' ' ' <"$LOGS/crowd-nobody.out")
+# (the 7th prints exsd's reason only if its Hello was in before the refusal)
 case $out in
-*"refused: too many clients (errno 87) served 6 of 20"*)
-	pass "e: nobody's clients: 6 served (max_clients 8 - reserved_clients 2), the 7th refused: too many clients" ;;
+*"served 6 of 20"*)
+	pass "e: nobody's clients: 6 served (max_clients 8 - reserved_clients 2), the 7th refused" ;;
 *) fail "e: nobody's clients at max_clients 8, reserved 2: $out" ;;
 esac
 ms_of nobody timeout 30 "$T/exs_port" "$EXS_VM_RXE_IP" 7760
@@ -232,11 +233,13 @@ ms_of timeout 30 "$T/exs_port" "$EXS_VM_RXE_IP" 7761
 	pass "e: root's next process at max_clients: exs_bind fails with ENETDOWN ($ms ms)" ||
 	fail "e: root's process at max_clients: $out ($ms ms)"
 kill $crowd_r; wait $crowd_r 2>/dev/null
+sleep 0.5 # for exsd to see them go
 ms_of X clients
 [ $rc = 0 ] && pass "e: root's crowd gone: exsctl served again" || fail "e: exsctl after root's crowd left: $out"
 ms_of timeout 30 "$T/exs_port" "$EXS_VM_RXE_IP" 7762
 [ "$out" = "bound 7762" ] && pass "e: and root's process binds ($ms ms)" || fail "e: root's bind after: $out"
 kill $crowd_n; wait $crowd_n 2>/dev/null
+sleep 0.5
 ms_of nobody timeout 30 "$T/exs_port" "$EXS_VM_RXE_IP" 7763
 [ "$out" = "bound 7763" ] && pass "e: nobody's crowd gone: nobody's process binds ($ms ms)" ||
 	fail "e: nobody's bind after its crowd left: $out"
