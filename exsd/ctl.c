@@ -289,6 +289,10 @@ static void refuse(int fd, uid_t uid, int err, const char *why)
 	m.error = &e;
 	if (exs_ctl__msg__get_packed_size(&m) <= sizeof(buf))
 		(void)!send(fd, buf, exs_ctl__msg__pack(&m, buf), MSG_DONTWAIT | MSG_NOSIGNAL);
+	/* a Unix socket closed with unread input resets the peer, whose next
+	 * recv then fails before it reads the reason: take its Hello first */
+	while (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+		;
 	close(fd);
 }
 

@@ -263,7 +263,9 @@ static void try_accept(struct exs_sock *ls)
 		ls->req_count--;
 		ret = accept_one(ls, rm->conn_request, &slot);
 		if (ret) {
-			exs_sock_reject(rm->conn_request->conn, -ret);
+			/* what this process lacked (memory, descriptors) is
+			 * its own: the peer is refused (exs_accept(3)) */
+			exs_sock_reject(rm->conn_request->conn, ECONNREFUSED);
 			/* the accept keeps waiting for the next request */
 			ls->acc_head = (ls->acc_head + ls->acc_cap - 1) % ls->acc_cap;
 			ls->acc[ls->acc_head] = slot;

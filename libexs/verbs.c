@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "exs_int.h"
 
@@ -57,6 +58,30 @@ static uint32_t probe_inline(struct exs_dev *d)
 	return lo;
 }
 
+/*
+ * A device keeps three descriptors of the process (its command file, its
+ * async event file, the completion channel). Out of descriptors, rdma-core
+ * fails ibv_open_device with an errno that does not say so (ENOSYS in the
+ * guest), so they are looked for first: 0, or EMFILE (ENFILE).
+ */
+#define DEV_FDS 3
+
+static int dev_fds_free(void)
+{
+	int fd[DEV_FDS], i, n, err = 0;
+
+	for (n = 0; n < DEV_FDS; n++) {
+		fd[n] = fcntl(exs_g.wakefd, F_DUPFD_CLOEXEC, 0);
+		if (fd[n] < 0) {
+			err = errno;
+			break;
+		}
+	}
+	for (i = 0; i < n; i++)
+		close(fd[i]);
+	return err;
+}
+
 struct exs_dev *exs_dev_get(const char *name, int *ret_err)
 {
 	struct ibv_device **list;
@@ -71,6 +96,12 @@ struct exs_dev *exs_dev_get(const char *name, int *ret_err)
 		*ret_err = ENOSPC;
 		return NULL;
 	}
+	err = dev_fds_free();
+	if (err) {
+		*ret_err = err;
+		return NULL;
+	}
+	err = ENODEV;
 	list = ibv_get_device_list(&n);
 	if (!list) {
 		*ret_err = errno ? errno : ENODEV;

@@ -68,6 +68,23 @@ static void msg_init(ExsCtl__Msg *m)
 	m->seq = ++seq;
 }
 
+/* The channel failed: exsd's reason if it sent one before it closed (a
+ * refused client, exs.conf(5) [limits]), else `what`. Exits 1. */
+static void channel_lost(const char *what, int err)
+{
+	uint8_t buf[EXS_CTL_MAX_MSG];
+	ExsCtl__Msg *m;
+	ssize_t n;
+
+	/* a reset is reported before the data queued ahead of it: try again */
+	n = recv(ctl_fd, buf, sizeof(buf), MSG_DONTWAIT);
+	m = n > 0 ? exs_ctl__msg__unpack(NULL, (size_t)n, buf) : NULL;
+	if (m && m->body_case == EXS_CTL__MSG__BODY_ERROR && m->error->text)
+		die("exsd: %s", m->error->text);
+	snprintf((char *)buf, sizeof(buf), "%s%s", what, strerror(err));
+	die("%s", (char *)buf);
+}
+
 static void send_msg(ExsCtl__Msg *m)
 {
 	uint8_t buf[EXS_CTL_MAX_MSG];
@@ -75,7 +92,7 @@ static void send_msg(ExsCtl__Msg *m)
 
 	exs_ctl__msg__pack(m, buf);
 	if (send(ctl_fd, buf, n, MSG_NOSIGNAL) != (ssize_t)n)
-		die("exsd went away: %s", strerror(errno));
+		channel_lost("exsd went away: ", errno);
 }
 
 /* The next message, an Error included. */
@@ -85,8 +102,10 @@ static ExsCtl__Msg *recv_any(void)
 	ExsCtl__Msg *m;
 	ssize_t n = recv(ctl_fd, buf, sizeof(buf), 0);
 
-	if (n <= 0)
-		die("exsd closed the connection%s", n < 0 ? " with an error" : "");
+	if (n < 0)
+		channel_lost("exsd closed the connection with an error: ", errno);
+	if (n == 0)
+		die("exsd closed the connection%s", "");
 	m = exs_ctl__msg__unpack(NULL, (size_t)n, buf);
 	if (!m)
 		die("undecodable message from exsd%s", "");

@@ -3,7 +3,8 @@
 # exsd under load and under a hostile local user, on one guest: a process
 # with 1,000 connects in flight (a busy client, not a dead one), exsd at its
 # descriptor limit (refuses without spinning, serves again), one user's idle
-# control connections and port hoarding (root still served). Run by
+# control connections and port hoarding (root still served), exsd at
+# max_clients (refuses at once with its reason, serves again). Run by
 # `ctest -R vm_limits` through tests/vm/exs-vm.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -185,6 +186,66 @@ if X clients >/dev/null; then pass "d: a new client is served once the others le
 grep -q "accepting clients again" "$LOG" && pass "d: exsd logged accepting again" ||
 	fail "d: no 'accepting clients again' in the log"
 stop_exsd fdlimit
+
+# ---- e. exsd at max_clients (every user): the next client is refused at
+# once, exsd's reason reaches exsctl, root keeps its reserved places, and a
+# client is served again once one leaves (exs.conf(5) [limits])
+cat >"$CONF" <<CONF
+[limits]
+max_clients = 8
+reserved_clients = 2
+max_clients_per_uid = 64
+CONF
+start_exsd_conf maxclients || { fail "exsd start with max_clients 8"; summary; exit 1; }
+LOG=$LOGS/exsd-maxclients.log
+ms_of() { local t0=$(date +%s%N); out=$("$@" 2>&1); rc=$?; ms=$((($(date +%s%N) - t0) / 1000000)); }
+setpriv --reuid=nobody --regid=nogroup --clear-groups timeout 60 "$T/exs_crowd" hello 20 \
+	>"$LOGS/crowd-nobody.out" 2>&1 &
+crowd_n=$!
+wait_for "$LOGS/crowd-nobody.out" served 20
+out=$(tr '\n' ' ' <"$LOGS/crowd-nobody.out")
+# (the 7th prints exsd's reason only if its Hello was in before the refusal)
+case $out in
+*"served 6 of 20"*)
+	pass "e: nobody's clients: 6 served (max_clients 8 - reserved_clients 2), the 7th refused" ;;
+*) fail "e: nobody's clients at max_clients 8, reserved 2: $out" ;;
+esac
+ms_of nobody timeout 30 "$T/exs_port" "$EXS_VM_RXE_IP" 7760
+[ "$out" = "error 100 (Network is down)" ] && [ $ms -lt 5000 ] &&
+	pass "e: nobody's next process: exs_bind fails with ENETDOWN ($ms ms, process start included)" ||
+	fail "e: nobody's next process: $out ($ms ms)"
+ms_of X clients
+[ $rc = 0 ] && pass "e: root's exsctl is served from the reserved places ($ms ms)" || fail "e: root's exsctl: $out"
+timeout 60 "$T/exs_crowd" hello 20 >"$LOGS/crowd-root.out" 2>&1 &
+crowd_r=$!
+wait_for "$LOGS/crowd-root.out" served 20
+out=$(tr '\n' ' ' <"$LOGS/crowd-root.out")
+case $out in
+*"served 2 of 20"*) pass "e: root's clients take the 2 reserved places, then all 8 are used" ;;
+*) fail "e: root's clients at max_clients: $out" ;;
+esac
+ms_of X clients
+[ $rc = 1 ] && [ "$out" = "exsctl: exsd: too many clients" ] && [ $ms -lt 5000 ] &&
+	pass "e: at max_clients root's exsctl is refused with exsd's reason: '$out' ($ms ms)" ||
+	fail "e: exsctl at max_clients: '$out' (exit $rc, $ms ms)"
+ms_of timeout 30 "$T/exs_port" "$EXS_VM_RXE_IP" 7761
+[ "$out" = "error 100 (Network is down)" ] && [ $ms -lt 5000 ] &&
+	pass "e: root's next process at max_clients: exs_bind fails with ENETDOWN ($ms ms)" ||
+	fail "e: root's process at max_clients: $out ($ms ms)"
+kill $crowd_r; wait $crowd_r 2>/dev/null
+sleep 0.5 # for exsd to see them go
+ms_of X clients
+[ $rc = 0 ] && pass "e: root's crowd gone: exsctl served again" || fail "e: exsctl after root's crowd left: $out"
+ms_of timeout 30 "$T/exs_port" "$EXS_VM_RXE_IP" 7762
+[ "$out" = "bound 7762" ] && pass "e: and root's process binds ($ms ms)" || fail "e: root's bind after: $out"
+kill $crowd_n; wait $crowd_n 2>/dev/null
+sleep 0.5
+ms_of nobody timeout 30 "$T/exs_port" "$EXS_VM_RXE_IP" 7763
+[ "$out" = "bound 7763" ] && pass "e: nobody's crowd gone: nobody's process binds ($ms ms)" ||
+	fail "e: nobody's bind after its crowd left: $out"
+n=$(grep -c "refusing a client of uid .*: too many clients" "$LOG")
+[ "$n" -ge 4 ] && pass "e: exsd logged its $n refusals" || fail "e: exsd logged $n refusals"
+stop_exsd maxclients
 LOG=$LOGS/exsd-limits.log
 
 echo "limits.sh took $((($(date +%s%N) - t_start) / 1000000)) ms"
