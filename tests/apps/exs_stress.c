@@ -219,7 +219,8 @@ static bool errno_documented(int kind, int e)
 	switch (kind) {
 	case K_SEND: return true;
 	case K_RECV: return x != E_PIPE;
-	default: return x == E_OK; /* close, and an accept on a live listener */
+	case K_ACCEPT: return x == E_OK || x == E_CANCELED; /* end_accept */
+	default: return x == E_OK; /* close */
 	}
 }
 
@@ -230,7 +231,7 @@ static void handle_event(struct worker *self, const exs_event_t *ev)
 	unsigned gen = (unsigned)(h >> 16);
 	int t = (int)((h >> 8) & 0xff), i = (int)(h & 0xff);
 	struct slot *s;
-	int expect = S_POSTED;
+	int expect = S_POSTED, kind;
 
 	if (t > nthreads || i >= SLOTS) {
 		badf("event type %d socket %d with unknown ahandle %#lx", ev->exs_evt_type,
@@ -244,6 +245,7 @@ static void handle_event(struct worker *self, const exs_event_t *ev)
 		     ev->exs_evt_type, ev->exs_evt_socket, ev->exs_evt_errno, t, i, gen);
 		return;
 	}
+	kind = s->kind; /* s is its owner's again once it is S_DONE */
 	if (ev->exs_evt_type != kevt[s->kind] || ev->exs_evt_socket != s->fd)
 		badf("%s on socket %d completed as event type %d on socket %d", kname[s->kind],
 		     s->fd, ev->exs_evt_type, ev->exs_evt_socket);
@@ -266,10 +268,10 @@ static void handle_event(struct worker *self, const exs_event_t *ev)
 		s->newfd = ev->exs_evt_errno ? -1 : ev->exs_evt_union.exs_evt_accept.exs_evt_new_socket;
 	if (!__atomic_compare_exchange_n(&s->state, &expect, S_DONE, false, __ATOMIC_ACQ_REL,
 					 __ATOMIC_ACQUIRE)) {
-		badf("%s on socket %d completed twice at once", kname[s->kind], s->fd);
+		badf("%s completed twice at once", kname[kind]);
 		return;
 	}
-	ADD(completed[s->kind], 1);
+	ADD(completed[kind], 1);
 	if (self)
 		beat(self, "handling events");
 }
@@ -414,8 +416,13 @@ static bool connect_pair(struct worker *w, int type, int *a, int *b)
 			STORE(w->slot[ic].state, S_FREE);
 		}
 		if (e) {
-			if (e > 0)
+			if (e > 0) {
 				ADD(connect_failed, 1);
+				fprintf(stderr, "exs_stress: a %s connect failed: %s%s\n",
+					t ? "stream" : "seqpacket", strerror(e),
+					attempt < 4 ? ", trying again" : "");
+				usleep(100000);
+			}
 			if (e > 0 && !connect_errno_documented(e))
 				badf("connect: %s", strerror(e));
 			exs_close(fd, EXS_BLOCK, NULL, NULL);

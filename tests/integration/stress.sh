@@ -23,6 +23,7 @@ stress_on() {
 		pass "exs_stress on $dev: $secs s, 8 threads, $(($(date +%s) - t0)) s in all"
 	else
 		fail "exs_stress on $dev: exit $rc (3: a hang, 124: timeout)"
+		grep -B12 -m 2 -E "connection failed|error" "$LOGS"/exsd-stress.log | head -n 60
 	fi
 }
 
