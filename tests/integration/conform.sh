@@ -12,7 +12,7 @@ for dev in rxe siw; do
 	ip=$EXS_VM_RXE_IP port=20000
 	[ $dev = siw ] && ip=$EXS_VM_SIW_IP port=21000
 	out=$LOGS/conform-$dev.log
-	timeout 300 "$B/tests/exs_conform" "$ip" $port >"$out" 2>&1
+	timeout $((300 * ${EXS_SLOW:-1})) "$B/tests/exs_conform" "$ip" $port >"$out" 2>&1
 	rc=$?
 	sed "s/^/    [$dev] /" "$out"
 	n=$(grep -c '^PASS' "$out")

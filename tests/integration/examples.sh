@@ -6,11 +6,13 @@
 # all four at once. Every client must exit 0 with its "OK" line showing
 # every message and byte; the server must exit 0 after 8 clean
 # connections with the byte count of all of them. Run by `ctest` through
-# tests/vm/exs-vm (vm_examples).
+# tests/vm/exs-vm (vm_examples). EXS_SLOW=N multiplies the programs'
+# timeouts (tsan.sh).
 set -u
 . "$(dirname "$0")/lib.sh"
 
 E=$B/examples
+SLOW=${EXS_SLOW:-1}
 CLIENTS=(echo-sync-implicit echo-sync-explicit echo-async-implicit echo-async-explicit)
 NSIZES=24 ROUND_BYTES=4179948	# examples/common.h: msg_sizes[] and its sum
 MOVED=0
@@ -36,9 +38,9 @@ serve() {
 	local T=SOCK_${type^^} tag=$dev-$type so=$LOGS/echo-server-$dev-$type.log
 	local c i log rc pids=()
 
-	timeout 600 "$E/exs-echo-server" -t "$type" -n 8 "$ip" "$port" >"$so" 2>&1 &
+	timeout $((600 * SLOW)) "$E/exs-echo-server" -t "$type" -n 8 "$ip" "$port" >"$so" 2>&1 &
 	local spid=$!
-	if ! wait_for "$so" listening 30; then
+	if ! wait_for "$so" listening $((30 * SLOW)); then
 		kill $spid 2>/dev/null
 		fail "exs-echo-server ($tag) did not listen"; sed 's/^/    /' "$so"
 		return
@@ -46,7 +48,7 @@ serve() {
 	echo "-- $tag: the four clients one after another"
 	for c in "${CLIENTS[@]}"; do
 		log=$LOGS/$c-$tag-seq.log
-		timeout 120 "$E/$c" -t "$type" "$ip" "$port" >"$log" 2>&1
+		timeout $((120 * SLOW)) "$E/$c" -t "$type" "$ip" "$port" >"$log" 2>&1
 		check_client "$c" "$log" $? 1 "$T"
 	done
 	echo "-- $tag: the four clients at once, 2 rounds each, async with 8 in flight"
@@ -54,7 +56,7 @@ serve() {
 		local depth=
 		[ "${c#echo-async}" != "$c" ] && depth="-d 8"
 		# shellcheck disable=SC2086
-		timeout 180 "$E/$c" -t "$type" -r 2 $depth "$ip" "$port" >"$LOGS/$c-$tag-par.log" 2>&1 &
+		timeout $((180 * SLOW)) "$E/$c" -t "$type" -r 2 $depth "$ip" "$port" >"$LOGS/$c-$tag-par.log" 2>&1 &
 		pids+=($!)
 	done
 	for i in "${!pids[@]}"; do
