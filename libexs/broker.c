@@ -263,6 +263,9 @@ static void try_accept(struct exs_sock *ls)
 		ls->req_count--;
 		ret = accept_one(ls, rm->conn_request, &slot);
 		if (ret) {
+			if (EXS_DEBUG_ON())
+				exs_debug("fd %d: cannot take a connection request: %s", ls->fd,
+					  strerror(-ret));
 			/* what this process lacked (memory, descriptors) is
 			 * its own: the peer is refused (exs_accept(3)) */
 			exs_sock_reject(rm->conn_request->conn, ECONNREFUSED);
