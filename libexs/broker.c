@@ -238,8 +238,8 @@ static int accept_one(struct exs_sock *ls, const ExsCtl__ConnRequest *rq,
 	ret = new_conn(ns, rq->device, rq->iwarp);
 	if (!ret && rq->iwarp)
 		exs_conn_await_hello(ns->conn); /* MPA: the initiator sends first */
-	if (!ret)
-		ret = apply_attrs(ns->conn, rq->n_attrs, rq->attrs);
+	if (!ret && (ret = apply_attrs(ns->conn, rq->n_attrs, rq->attrs)) && EXS_DEBUG_ON())
+		exs_debug("fd %d: the QP attributes of a request: %s", ns->fd, strerror(-ret));
 	if (!ret)
 		ret = send_qp_ready(ns, rq->conn, true);
 	if (ret) {
