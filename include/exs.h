@@ -86,10 +86,11 @@ typedef void *exs_ahandle_t;
 
 /* exs_mregister flags */
 #define EXS_MRF_RECV_DISABLE 0x1
-/* receives into the region advertise the region's own key, so a peer may
- * write anywhere in it while its connection lasts; without it each
- * advertised receive exposes its own buffer, until it completes (exs(7)) */
-#define EXS_MRF_EXPOSE_ALL 0x2
+/* each receive into the region, when advertised, exposes its own buffer
+ * alone, until it completes; without it adverts lend the region's key and
+ * a peer may write anywhere in the region while its connection lasts
+ * (exs(7)) */
+#define EXS_MRF_ADVERT_ONLY 0x2
 #ifndef EXS_DISABLE_DEPRECATED
 /* deprecated since UNH EXS 1.3.6 (guide §11.2.5); accepted and ignored */
 #define EXS_LOCAL_READ 0x10

@@ -1156,17 +1156,17 @@ static int credits_in_use(uint32_t alloc, uint32_t nfree)
 	return (int)(alloc - nfree);
 }
 
-/* The key an advert of receive `op` gives the peer: a registration of its
- * buffer alone, made at its first advert and let go when it completes
- * (op_complete), so a peer reaches nothing else of a registered region
- * and nothing once the receive is over. A region registered with
- * EXS_MRF_EXPOSE_ALL lends its own key instead, as unregistered memory's
- * registration for the call already is the buffer alone. */
+/* The key an advert of receive `op` gives the peer: the region's own, or
+ * for a region registered with EXS_MRF_ADVERT_ONLY a registration of the
+ * receive's buffer alone, made at its first advert and let go when it
+ * completes (op_complete), so a peer reaches nothing else of the region
+ * and nothing once the receive is over (as unregistered memory's
+ * registration for the call already is the buffer alone). */
 static int advert_mem(struct exs_conn *c, struct exs_op *op)
 {
 	int ret = op_mem(c, op);
 
-	if (ret || !op->mreg || (op->mreg->flags & EXS_MRF_EXPOSE_ALL) || op->tmp_mr)
+	if (ret || !op->mreg || !(op->mreg->flags & EXS_MRF_ADVERT_ONLY) || op->tmp_mr)
 		return ret;
 	op->tmp_mr = ibv_reg_mr(c->dev->pd, op->lbuf, op->len,
 				IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);

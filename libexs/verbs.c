@@ -231,14 +231,14 @@ int exs_mreg_delete(struct exs_mreg *m)
 	return 0;
 }
 
-/* A region's own registration: remote write only for EXS_MRF_EXPOSE_ALL;
- * otherwise each advert registers its receive's buffer (conn.c), and the
+/* A region's own registration: remote write unless EXS_MRF_ADVERT_ONLY,
+ * with which each advert registers its receive's buffer (conn.c) and the
  * region's key lets a peer reach nothing. */
 static int mreg_access(int flags)
 {
 	if (flags & EXS_MRF_RECV_DISABLE)
 		return 0;
-	return IBV_ACCESS_LOCAL_WRITE | (flags & EXS_MRF_EXPOSE_ALL ? IBV_ACCESS_REMOTE_WRITE : 0);
+	return IBV_ACCESS_LOCAL_WRITE | (flags & EXS_MRF_ADVERT_ONLY ? 0 : IBV_ACCESS_REMOTE_WRITE);
 }
 
 struct ibv_mr *exs_mreg_mr(struct exs_mreg *m, struct exs_dev *d)

@@ -36,8 +36,8 @@
  *   --inline N   EXS_F_SETINLINEMAXSIZE N (guide 7.3)
  *   --busy-poll  EXS_FD_BUSYPOLL by the guide's 7.5 idiom
  *   --sbuf N     stream buffer (guide 7.6): EXS_F_SETSTREAMBUFSIZE N
- *   --expose-all buffers registered with EXS_MRF_EXPOSE_ALL: receives
- *                advertise the region's key, no registration per advert
+ *   --advert-only buffers registered with EXS_MRF_ADVERT_ONLY: each
+ *                advertised receive registered alone, for its advert
  * The fcntl options go on the socket before connect or listen, on both
  * ends; when the library refuses one (or <exs.h> lacks the name) exs-perf
  * prints "exs-perf: unsupported: ..." and exits 3.
@@ -629,7 +629,7 @@ static void usage(FILE *f)
 	      "  --inline N   EXS_F_SETINLINEMAXSIZE N (guide 7.3)\n"
 	      "  --busy-poll  EXS_FD_BUSYPOLL (guide 7.5)\n"
 	      "  --sbuf N     EXS_F_SETSTREAMBUFSIZE N (guide 7.6; with -t stream)\n"
-	      "  --expose-all register with EXS_MRF_EXPOSE_ALL (no registration per advert)\n"
+	      "  --advert-only register with EXS_MRF_ADVERT_ONLY (a registration per advert)\n"
 	      "  -h, --help   this text;  --version  print the version\n", f);
 }
 
@@ -731,7 +731,7 @@ int main(int argc, char **argv)
 		{ "inline", required_argument, NULL, 'I' },
 		{ "busy-poll", no_argument, NULL, 'P' },
 		{ "sbuf", required_argument, NULL, 'F' },
-		{ "expose-all", no_argument, NULL, 'X' },
+		{ "advert-only", no_argument, NULL, 'X' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -761,7 +761,7 @@ int main(int argc, char **argv)
 		case 'I': inline_max = atol(optarg); break;
 		case 'P': busy_poll = 1; break;
 		case 'F': sbuf = atol(optarg); break;
-		case 'X': mreg_flags = EXS_MRF_EXPOSE_ALL; break;
+		case 'X': mreg_flags = EXS_MRF_ADVERT_ONLY; break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("exs-perf (EXS) %s\n", EXS_VERSION_STRING); return 0;
 		default: goto usage_error; /* getopt said what */

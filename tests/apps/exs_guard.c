@@ -2,12 +2,12 @@
 /*
  * exs_guard: what a peer can reach in a receiver's registered region.
  *
- *   exs_guard server ADDR PORT [-n N] [-S BYTES] [-t seqpacket|stream] [-x]
+ *   exs_guard server ADDR PORT [-n N] [-S BYTES] [-t seqpacket|stream] [-a]
  *       One exs_mregister region: guard | slot A | guard | slot B | guard
  *       (guards 4 KiB of 0xa5). Message i is received into slot i % 2,
  *       then 1 byte goes back. After each receive it checks the guards and
  *       the other slot, whose message completed earlier: nothing may have
- *       changed. -x registers with EXS_MRF_EXPOSE_ALL.
+ *       changed. -a registers with EXS_MRF_ADVERT_ONLY.
  *   exs_guard client ADDR PORT [-n N] [-S BYTES] [-t ...]
  *       Sends N messages of BYTES (message i: every byte i + 1), each after
  *       the previous one's reply. Built as exs_guard_hostile, its libexs
@@ -130,12 +130,12 @@ int main(int argc, char **argv)
 		goto usage;
 	sa.sin_port = htons((uint16_t)atoi(argv[3]));
 	optind = 4;
-	while ((o = getopt(argc, argv, "n:S:t:x")) != -1) {
+	while ((o = getopt(argc, argv, "n:S:t:a")) != -1) {
 		switch (o) {
 		case 'n': n = atoi(optarg); break;
 		case 'S': sz = strtoul(optarg, NULL, 0); break;
 		case 't': type = !strcmp(optarg, "stream") ? SOCK_STREAM : SOCK_SEQPACKET; break;
-		case 'x': flags = EXS_MRF_EXPOSE_ALL; break;
+		case 'a': flags = EXS_MRF_ADVERT_ONLY; break;
 		default: goto usage;
 		}
 	}
@@ -169,6 +169,6 @@ int main(int argc, char **argv)
 	return ret;
 usage:
 	fprintf(stderr, "usage: exs_guard server|client ADDR PORT [-n N] [-S BYTES] "
-			"[-t seqpacket|stream] [-x]\n");
+			"[-t seqpacket|stream] [-a]\n");
 	return 2;
 }

@@ -7,7 +7,8 @@
 # depth grows and loses nothing; a full socket table gives EMFILE; a client
 # or server out of descriptors fails with EMFILE or refuses, then recovers;
 # a peer that writes past an advert, or into a receive that has completed,
-# is refused by the device and reaches nothing (EXS_MRF_EXPOSE_ALL aside).
+# into a region registered with EXS_MRF_ADVERT_ONLY is refused by the
+# device and reaches nothing (without the flag it reaches the region).
 # Run by `ctest -R vm_harden` through tests/vm/exs-vm; well under a minute.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -86,8 +87,9 @@ exhaust nofile-siw bash -c "ulimit -n 32 && exec timeout -k 5 60 $T/exs_exhaust 
 
 # ---- e. a peer writes where it was not invited (exs_guard_hostile's
 # libexs): just past an advert, or into the last one after its receive
-# completed. The device must refuse it: the receiver's guards and finished
-# buffers stay as they were and the connection ends.
+# completed. With EXS_MRF_ADVERT_ONLY the device must refuse it: the
+# receiver's guards and finished buffers stay as they were and the
+# connection ends; without it the write lands, as exs(7) says.
 guard_round() { # NAME IP PORT TYPE MODE SERVER-FLAGS EXPECT(ok|refused|reached)
 	local name=$1 ip=$2 port=$3 type=$4 mode=$5 sflags=$6 want=$7 client=$T/exs_guard out rc
 	bg guard-$name "$T/exs_guard" server "$ip" "$port" -t "$type" $sflags
@@ -110,11 +112,11 @@ guard_round() { # NAME IP PORT TYPE MODE SERVER-FLAGS EXPECT(ok|refused|reached)
 }
 guard_round rxe-honest "$EXS_VM_RXE_IP" 7850 seqpacket none "" ok
 guard_round siw-honest "$EXS_VM_SIW_IP" 7851 stream none "" ok
-guard_round rxe-past "$EXS_VM_RXE_IP" 7852 seqpacket past "" refused
-guard_round siw-past "$EXS_VM_SIW_IP" 7853 seqpacket past "" refused
-guard_round rxe-stale "$EXS_VM_RXE_IP" 7854 stream stale "" refused
-guard_round siw-stale "$EXS_VM_SIW_IP" 7855 stream stale "" refused
-guard_round rxe-past-expose-all "$EXS_VM_RXE_IP" 7856 seqpacket past -x reached
+guard_round rxe-past "$EXS_VM_RXE_IP" 7852 seqpacket past -a refused
+guard_round siw-past "$EXS_VM_SIW_IP" 7853 seqpacket past -a refused
+guard_round rxe-stale "$EXS_VM_RXE_IP" 7854 stream stale -a refused
+guard_round siw-stale "$EXS_VM_SIW_IP" 7855 stream stale -a refused
+guard_round rxe-past-default "$EXS_VM_RXE_IP" 7856 seqpacket past "" reached
 stop_exsd harden2
 
 summary
