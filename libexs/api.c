@@ -195,10 +195,13 @@ int exs_qfd(exs_qhandle_t q)
 
 /* ---- registration */
 
+/* The registration flags libexs keeps (the others are accepted, ignored). */
+#define MREG_KEPT (EXS_MRF_RECV_DISABLE | EXS_MRF_ADVERT_ONLY)
+
 /* The registration flags a caller may pass. */
 static int mreg_known_flags(void)
 {
-	int known = EXS_MRF_RECV_DISABLE | EXS_MRF_ADVERT_ONLY;
+	int known = MREG_KEPT;
 
 #ifndef EXS_DISABLE_DEPRECATED
 	known |= EXS_ACCESS_ALL;
@@ -222,7 +225,7 @@ exs_mhandle_t exs_mregister(void *address, size_t length, int flags)
 		errno = EINVAL;
 		return EXS_MHANDLE_INVALID;
 	}
-	m = exs_mreg_new(address, length, flags & (EXS_MRF_RECV_DISABLE | EXS_MRF_ADVERT_ONLY));
+	m = exs_mreg_new(address, length, flags & MREG_KEPT);
 	if (!m) {
 		errno = ENOMEM;
 		return EXS_MHANDLE_INVALID;
@@ -281,7 +284,7 @@ int exs_mmodify(exs_mhandle_t mh, size_t length, int flags)
 		return fail_unlock(-EINVAL);
 	if ((uintptr_t)m->addr + length < (uintptr_t)m->addr)
 		return fail_unlock(-EINVAL);
-	ret = exs_mreg_modify(m, length, flags & (EXS_MRF_RECV_DISABLE | EXS_MRF_ADVERT_ONLY));
+	ret = exs_mreg_modify(m, length, flags & MREG_KEPT);
 	UNLOCK();
 	return ret ? exs_err(-ret) : 0;
 }

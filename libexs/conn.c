@@ -769,6 +769,17 @@ static int segs_mem(struct exs_conn *c, struct exs_op *op)
 	return 0;
 }
 
+/* A registration of op's buffer (lbuf) alone, for this operation: let go
+ * when it completes (op_complete) or never starts (op_unstart). */
+static int reg_alone(struct exs_conn *c, struct exs_op *op, int access)
+{
+	op->tmp_mr = ibv_reg_mr(c->dev->pd, op->lbuf, op->len, access);
+	if (!op->tmp_mr)
+		return -(errno ? errno : ENOMEM);
+	op->rkey = op->tmp_mr->rkey;
+	return 0;
+}
+
 /* Make an operation's buffer usable by the device: its registration, or
  * for an unregistered one, inline (a send the device copies when it is
  * posted, §7.3) or a registration for this call alone. */
@@ -790,12 +801,11 @@ static int op_mem(struct exs_conn *c, struct exs_op *op)
 	} else if (send && op->len <= c->inline_max) {
 		op->lkey = 0;
 	} else {
-		op->tmp_mr = ibv_reg_mr(c->dev->pd, op->buf, op->len,
-					send ? 0 : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-		if (!op->tmp_mr)
-			return -(errno ? errno : ENOMEM);
+		int ret = reg_alone(c, op, send ? 0 : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+
+		if (ret)
+			return ret;
 		op->lkey = op->tmp_mr->lkey;
-		op->rkey = op->tmp_mr->rkey;
 	}
 	op->has_mem = true;
 	return 0;
@@ -1168,12 +1178,7 @@ static int advert_mem(struct exs_conn *c, struct exs_op *op)
 
 	if (ret || !op->mreg || !(op->mreg->flags & EXS_MRF_ADVERT_ONLY) || op->tmp_mr)
 		return ret;
-	op->tmp_mr = ibv_reg_mr(c->dev->pd, op->lbuf, op->len,
-				IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-	if (!op->tmp_mr)
-		return -(errno ? errno : ENOMEM);
-	op->rkey = op->tmp_mr->rkey;
-	return 0;
+	return reg_alone(c, op, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 }
 
 /* Tell the peer where receive `op` (in slot `slot`) wants its data. */
