@@ -134,7 +134,8 @@ int exs_conn_build(struct exs_dev *dev, int type, bool iwarp, const struct exs_c
 {
 	uint32_t credits = cfg->credits;
 	struct exs_conn *c;
-	struct ibv_qp_init_attr qa;
+	struct ibv_qp_init_attr qa = { 0 };
+	const char *what = "memory";
 	int err = ENOMEM;
 	uint32_t i;
 	size_t n;
@@ -206,10 +207,10 @@ int exs_conn_build(struct exs_dev *dev, int type, bool iwarp, const struct exs_c
 		c->rfree[c->nrfree++] = credits - 1 - i;
 		c->sfree[c->nsfree++] = credits - 1 - i;
 	}
+	what = "ibv_reg_mr";
 	c->mem_mr = ibv_reg_mr(c->dev->pd, c->mem, n, IBV_ACCESS_LOCAL_WRITE);
 	if (!c->mem_mr)
 		goto fail_errno;
-	memset(&qa, 0, sizeof(qa));
 	qa.qp_type = IBV_QPT_RC;
 	/* control messages, the writes of C sends, the READs of at most
 	 * EXS_MAX_READS receives (the device's max_qp_wr bounds the sum),
@@ -218,6 +219,7 @@ int exs_conn_build(struct exs_dev *dev, int type, bool iwarp, const struct exs_c
 			     (c->sp_cap ? credits : 0) + 4;
 	qa.cap.max_recv_wr = c->nrecv;
 	/* room for every WR a flush of both queues returns */
+	what = "ibv_create_cq";
 	c->cq = ibv_create_cq(c->dev->ctx, (int)(qa.cap.max_send_wr + qa.cap.max_recv_wr + 8), NULL,
 			      c->dev->chan, 0);
 	if (!c->cq)
@@ -229,6 +231,8 @@ int exs_conn_build(struct exs_dev *dev, int type, bool iwarp, const struct exs_c
 	qa.cap.max_send_sge = c->max_sge;
 	qa.cap.max_recv_sge = 1;
 	qa.cap.max_inline_data = c->inline_max;
+	what = "ibv_create_qp";
+	errno = 0; /* a provider may fail without setting it (siw does) */
 	c->qp = ibv_create_qp(c->dev->pd, &qa);
 	if (!c->qp)
 		goto fail_errno;
@@ -237,6 +241,9 @@ int exs_conn_build(struct exs_dev *dev, int type, bool iwarp, const struct exs_c
 fail_errno:
 	err = errno ? errno : EIO;
 fail:
+	if (EXS_DEBUG_ON())
+		exs_debug("%s: cannot build a connection (%u credits, %u send WRs): %s: %s",
+			  dev->name, credits, qa.cap.max_send_wr, what, strerror(err));
 	exs_conn_destroy(c);
 	return -err;
 }

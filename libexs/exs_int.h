@@ -205,6 +205,7 @@ struct exs_dev {
 	uint32_t max_msg_sz;
 	unsigned max_chunks; /* writes one message may take */
 	uint32_t max_inline; /* the largest max_inline_data its QPs accept */
+	struct ibv_cq *guard_cq; /* siw only: see siw_guard() in verbs.c */
 };
 struct exs_mreg {
 	exs_mhandle_t h; /* the handle of its current life */
@@ -216,7 +217,6 @@ struct exs_mreg {
 	struct ibv_mr *mr[EXS_MAX_DEVS];
 };
 struct exs_dev *exs_dev_get(const char *name, int *ret_err);
-void exs_devs_close(void);
 struct exs_mreg *exs_mreg_new(void *addr, size_t len, int flags);
 /* The live registration a handle names, or NULL (exs_g.lock held, so that
  * it cannot be deregistered while the caller uses it). */

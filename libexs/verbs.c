@@ -59,6 +59,34 @@ static uint32_t probe_inline(struct exs_dev *d)
 }
 
 /*
+ * libsiw (rdma-core) takes the mmap key 0x90000 for "no key"
+ * (SIW_INVAL_UOBJ_KEY), but keys are byte offsets into the context's mmap
+ * space, handed out first-fit by page. So a CQ, SQ or RQ that the kernel
+ * places at page 144 is refused by libsiw after the kernel made it
+ * (ibv_create_cq/qp return NULL, errno untouched), and so is every later
+ * one placed there, for the life of the context: a process with a few
+ * connections could make no more (found by exs_stress; 145 one-page CQs
+ * show it). A CQ made first and kept for the device's life spans pages
+ * 0 to at least 256 (32,768 entries of 32 bytes), so no queue can start at
+ * page 144. It costs 1 MiB of kernel memory per process on an siw device.
+ */
+#define SIW_VENDOR_ID 0x626d74 /* "bmt" */
+#define SIW_GUARD_CQES 32768
+
+static void siw_guard(struct exs_dev *d)
+{
+	int n = SIW_GUARD_CQES;
+
+	if (d->attr.vendor_id != SIW_VENDOR_ID)
+		return;
+	if (d->attr.max_cqe > 0 && n > d->attr.max_cqe)
+		n = d->attr.max_cqe;
+	d->guard_cq = ibv_create_cq(d->ctx, n, NULL, NULL, 0);
+	if (!d->guard_cq && EXS_DEBUG_ON())
+		exs_debug("%s: no guard CQ of %d entries: %s", d->name, n, strerror(errno));
+}
+
+/*
  * A device keeps three descriptors of the process (its command file, its
  * async event file, the completion channel). Out of descriptors, rdma-core
  * fails ibv_open_device with an errno that does not say so (ENOSYS in the
@@ -123,6 +151,7 @@ struct exs_dev *exs_dev_get(const char *name, int *ret_err)
 		goto fail;
 	if (ibv_query_device(d->ctx, &d->attr) || ibv_query_port(d->ctx, 1, &pa))
 		goto fail;
+	siw_guard(d); /* first, while the context's mmap space is empty */
 	d->max_msg_sz = pa.max_msg_sz ? pa.max_msg_sz : 1;
 	/* a message above max_msg_sz goes as several writes (rxe: 8 MiB);
 	 * at most EXS_MAX_CHUNKS, and the send queue is sized for them */
@@ -149,6 +178,8 @@ fail:
 		ibv_destroy_comp_channel(d->chan);
 	if (d->pd)
 		ibv_dealloc_pd(d->pd);
+	if (d->guard_cq)
+		ibv_destroy_cq(d->guard_cq);
 	if (d->ctx)
 		ibv_close_device(d->ctx);
 	free(d);

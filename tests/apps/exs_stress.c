@@ -380,7 +380,7 @@ static void end_accept(struct worker *w, int t, int ia)
 }
 
 /* A connected pair of type `type`: one accept, then connects until one
- * succeeds (at most 5: a set-up may fail now and then on siw, EAGAIN). */
+ * succeeds (at most 5, each counted: harden.sh wants none to fail). */
 static bool connect_pair(struct worker *w, int type, int *a, int *b)
 {
 	int t = type == SOCK_STREAM, ia, ic, fd = -1, e;
