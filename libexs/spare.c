@@ -10,11 +10,10 @@
  * outside exs_g.lock. A socket of another configuration builds its own, as
  * before. EXS_SPARE_QPS=0 in the environment turns spares off.
  *
- * Not on iWARP: with spares built and dropped around its connects, siw
- * failed a set-up (the passive side's, EAGAIN at the peer) in 2 of 5
- * conformance runs and a spare's build with EIO, and 0 of 3 without; the
- * cause is not known (QP numbers reused while the kernel's iWARP CM still
- * finds the old QP by number is a guess).
+ * On iWARP too: siw once failed a set-up now and then with spares (a
+ * passive side's build, "EAGAIN" at the peer, or a spare's with EIO). That
+ * was libsiw refusing any queue placed at page 144 of the context's mmap
+ * space, which spares only made likelier; siw_guard() in verbs.c ends it.
  *
  * A spare is an ordinary connection that no socket has adopted yet
  * (exs_conn_adopt): its CQ reports to nobody and nothing is posted on it.
@@ -118,7 +117,7 @@ int exs_spare_take(int fd, int type, const char *devname, bool iwarp,
 	struct exs_conn *c;
 	int i;
 
-	if (!enabled() || iwarp)
+	if (!enabled())
 		return exs_conn_create(fd, type, devname, iwarp, cfg, cq_ctx, ret_conn);
 	for (i = 0; i < SPARE_KINDS; i++) {
 		if (!spares[i].dev)
