@@ -11,8 +11,8 @@
 #   c. exs_xfer -n 1000 (pseudo-random sizes 1 B .. 1 MiB, both ways, every
 #      byte checked) LONG_REPEATS (50) times per device, a new seed each time
 # b and c run on both devices at once (rxe0's b+c, siw0's b+c), after a.
-# LONG_CONNS (1000), LONG_WINDOW (50) and LONG_PARTS ("a bc") shorten trial runs; the
-# defaults are the figures. The figures go to docs/long-runs.md.
+# LONG_CONNS (1000), LONG_WINDOW (50) and LONG_PARTS ("a bc"; "b" is part b
+# alone) shorten trial runs; the defaults are the figures. The figures go to docs/long-runs.md.
 # The 500 rxe connections need about 1.3 MB of queue memory per QP (rxe's
 # send WQEs hold inline_max 4096 bytes each): the guest gets 3 GiB (-m).
 set -u
@@ -149,7 +149,7 @@ part_a() {
 }
 
 # ---- b. GIB GiB per socket type on device $1, every byte checked
-part_b() {
+b_on() {
 	local bytes t=$1 type port=7700 name s c
 	# %.0f: mawk's %d stops at 2^31 - 1
 	bytes=$(awk -v g="$GIB" 'BEGIN { printf "%.0f", g * 1073741824 }')
@@ -186,7 +186,7 @@ part_b() {
 }
 
 # ---- c. the 1,000-random-size exchange, REPEATS times on device $1
-part_c() {
+c_on() {
 	local t=$1 i port ok bad c s t0 secs
 	ok=0 bad=0 t0=$(date +%s)
 	for i in $(seq "$REPEATS"); do
@@ -216,16 +216,17 @@ part_c() {
 	echo "    $t: $ok of $REPEATS repeats intact, $bad failed, $secs s"
 }
 
-# b and c on each device, both devices at once: each in a subshell whose
-# output is prefixed with the device and whose counts come back in a file
+# b and c on each device (b alone with "b"), both devices at once: each in
+# a subshell whose output is prefixed with the device and whose counts come
+# back in a file
 part_bc() {
-	local t np nf nh
+	local t np nf nh only=${1:-}
 	declare -A pid
 	for t in rxe siw; do
 		(
 			PASS=0 FAIL=0 HANGS=0
-			part_b $t
-			part_c $t
+			b_on $t
+			[ "$only" = b ] || c_on $t
 			echo "$PASS $FAIL $HANGS" >"$LOGS/counts-$t"
 		) 2>&1 | sed -u "s/^/[$t] /" &
 		pid[$t]=$!
@@ -239,6 +240,8 @@ part_bc() {
 		fi
 	done
 }
+
+part_b() { part_bc b; }
 
 # a connection on each device first: exsd opens each device's context on
 # first use; its descriptor count after that is the baseline
