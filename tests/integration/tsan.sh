@@ -13,7 +13,8 @@
 # times their usual timeouts (no check's own timing changes).
 set -u
 . "$(dirname "$0")/lib.sh"
-export TSAN_OPTIONS="halt_on_error=0 exitcode=66 second_deadlock_stack=1"
+# tsan.supp: the reports that are no bug of libexs or exsd, each with why
+export TSAN_OPTIONS="halt_on_error=0 exitcode=66 second_deadlock_stack=1 suppressions=$(cd "$(dirname "$0")" && pwd)/tsan.supp"
 if ! nm -D "$B/libexs.so" 2>/dev/null | grep -q __tsan_init; then
 	fail "$B is not an EXS_TSAN build"
 	summary
