@@ -13,8 +13,8 @@
 # b and c run on both devices at once (rxe0's b+c, siw0's b+c), after a.
 # LONG_CONNS (1000), LONG_WINDOW (50) and LONG_PARTS ("a bc"; "b" is part b
 # alone) shorten trial runs; the defaults are the issue's figures. The figures go to docs/long-runs.md.
-# The 500 rxe connections need about 1.3 MB of queue memory per QP (rxe's
-# send WQEs hold inline_max 4096 bytes each): the guest gets 3 GiB (-m).
+# The 500 rxe connections need about 1.4 MB of VmRSS per end (not the
+# inline size: docs/long-runs.md): the guest gets 3 GiB (-m).
 set -u
 . "$(dirname "$0")/lib.sh"
 T=$B/tests
