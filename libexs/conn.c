@@ -218,8 +218,11 @@ int exs_conn_build(struct exs_dev *dev, int type, bool iwarp, const struct exs_c
 	qa.cap.max_send_wr = c->nsend + credits * c->max_writes + EXS_MAX_READS * c->dev->max_chunks +
 			     (c->sp_cap ? credits : 0) + 4;
 	qa.cap.max_recv_wr = c->nrecv;
-	/* room for every WR a flush of both queues returns */
+	/* room for every WR a flush of both queues returns; errno cleared
+	 * before each create, as a provider may fail without setting it
+	 * (libsiw does, for a CQ and a QP alike: siw_guard() in verbs.c) */
 	what = "ibv_create_cq";
+	errno = 0;
 	c->cq = ibv_create_cq(c->dev->ctx, (int)(qa.cap.max_send_wr + qa.cap.max_recv_wr + 8), NULL,
 			      c->dev->chan, 0);
 	if (!c->cq)
@@ -232,7 +235,7 @@ int exs_conn_build(struct exs_dev *dev, int type, bool iwarp, const struct exs_c
 	qa.cap.max_recv_sge = 1;
 	qa.cap.max_inline_data = c->inline_max;
 	what = "ibv_create_qp";
-	errno = 0; /* a provider may fail without setting it (siw does) */
+	errno = 0;
 	c->qp = ibv_create_qp(c->dev->pd, &qa);
 	if (!c->qp)
 		goto fail_errno;
