@@ -211,7 +211,7 @@ static int new_conn(struct exs_sock *s, const char *dev, bool iwarp)
 		.busy_poll = s->fd_flags & EXS_FD_BUSYPOLL,
 	};
 
-	return exs_spare_take(s->fd, s->type, dev, iwarp, &cfg, (void *)(uintptr_t)s->id, &s->conn);
+	return exs_spare_take(s->fd, s->type, dev, iwarp, &cfg, s->id, &s->conn);
 }
 
 /* The passive side of connection request `rq` on a new socket for `ls`. */
@@ -416,7 +416,7 @@ static void established(struct exs_sock *s, ExsCtl__Established *e)
 		exs_sock_set_state(s, EXS_S_CONNECTED);
 		accept_done(s);
 	}
-	/* data that arrived before this point waits in the CQ */
+	/* data that arrived before this point waits (conn.c's stash) */
 	exs_sock_progress(s);
 }
 

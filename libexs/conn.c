@@ -23,8 +23,14 @@ enum { WR_RECV = 1, WR_CTL = 2, WR_WRITE = 3, WR_EAGER = 4, WR_READ = 5 };
 /* local only, on a held copy of the peer's ADVERT: partly filled for a
  * MSG_WAITALL receive, waiting for the peer's MORE before the next piece */
 #define ADV_HELD 0x8000
-#define WR_ID(kind, i) (((uint64_t)(kind) << 32) | (uint32_t)(i))
+/* a work request's wr_id: its connection's id (cq.c), what it is, and which
+ * slot or op of the connection's; its completion finds the connection by
+ * the id in a CQ that other connections share */
+#define WR_ID(c, kind, i) ((uint64_t)(c)->id << 36 | (uint64_t)(kind) << 32 | (uint32_t)(i))
+#define WR_CONN(wr_id) ((uint32_t)((wr_id) >> 36))
+#define WR_KIND(wr_id) ((uint32_t)((wr_id) >> 32) & 0xf)
 
+static void untouch(struct exs_conn *c);
 static int place_persist(struct exs_conn *c);
 static void issue_reads(struct exs_conn *c);
 static int persist_start(struct exs_conn *c, const struct exs_op *t);
@@ -103,7 +109,7 @@ static void set_link(struct exs_conn *c, enum exs_link_state st)
 }
 
 int exs_conn_create(int fd, int type, const char *devname, bool iwarp,
-		    const struct exs_conn_cfg *cfg, void *cq_ctx, struct exs_conn **ret_conn)
+		    const struct exs_conn_cfg *cfg, uint32_t owner, struct exs_conn **ret_conn)
 {
 	int err = ENODEV, ret;
 	struct exs_dev *d = exs_dev_get(devname, &err);
@@ -112,16 +118,18 @@ int exs_conn_create(int fd, int type, const char *devname, bool iwarp,
 		return -err;
 	ret = exs_conn_build(d, type, iwarp, cfg, ret_conn);
 	if (!ret)
-		exs_conn_adopt(*ret_conn, fd, cq_ctx, cfg->busy_poll);
+		exs_conn_adopt(*ret_conn, fd, owner, cfg->busy_poll);
 	return ret;
 }
 
 /* A socket takes connection `c` (new, or a spare built before it was
  * needed): its completions are the socket's from now on. */
-void exs_conn_adopt(struct exs_conn *c, int fd, void *cq_ctx, bool busy_poll)
+void exs_conn_adopt(struct exs_conn *c, int fd, uint32_t owner, bool busy_poll)
 {
 	c->fd = fd;
-	c->cq->cq_context = cq_ctx; /* what ibv_get_cq_event reports (progress.c) */
+	c->owner = owner;
+	c->n_polls0 = c->scq->n_polls;
+	c->n_arms0 = c->scq->n_arms;
 	if (busy_poll) {
 		c->busy_poll = true;
 		EXS_COUNT(exs_g.nbusypoll, 1);
@@ -218,27 +226,29 @@ int exs_conn_build(struct exs_dev *dev, int type, bool iwarp, const struct exs_c
 	qa.cap.max_send_wr = c->nsend + credits * c->max_writes + EXS_MAX_READS * c->dev->max_chunks +
 			     (c->sp_cap ? credits : 0) + 4;
 	qa.cap.max_recv_wr = c->nrecv;
-	/* room for every WR a flush of both queues returns; errno cleared
-	 * before each create, as a provider may fail without setting it
-	 * (libsiw does, for a CQ and a QP alike: siw_guard() in verbs.c) */
-	what = "ibv_create_cq";
-	errno = 0;
-	c->cq = ibv_create_cq(c->dev->ctx, (int)(qa.cap.max_send_wr + qa.cap.max_recv_wr + 8), NULL,
-			      c->dev->chan, 0);
-	if (!c->cq)
-		goto fail_errno;
-	c->armed = true;
-	if (ibv_req_notify_cq(c->cq, 0))
-		goto fail_errno;
-	qa.send_cq = qa.recv_cq = c->cq;
+	/* room in a shared CQ for every WR a flush of both queues returns */
+	what = "a shared CQ";
+	c->cq_need = qa.cap.max_send_wr + qa.cap.max_recv_wr + 8;
+	c->scq = exs_cq_reserve(c->dev, c->cq_need, &err);
+	if (!c->scq)
+		goto fail;
+	qa.send_cq = qa.recv_cq = c->scq->cq;
 	qa.cap.max_send_sge = c->max_sge;
 	qa.cap.max_recv_sge = 1;
 	qa.cap.max_inline_data = c->inline_max;
+	/* errno cleared: a provider may fail without setting it (libsiw
+	 * does, for a CQ and a QP alike: siw_guard() in verbs.c) */
 	what = "ibv_create_qp";
 	errno = 0;
 	c->qp = ibv_create_qp(c->dev->pd, &qa);
 	if (!c->qp)
 		goto fail_errno;
+	/* last: from here on only exs_g.lock's holder destroys it, so the
+	 * poller (which holds that lock) may follow the id to it */
+	what = "a connection id";
+	c->id = exs_cq_id_new(c, &err);
+	if (!c->id)
+		goto fail;
 	*ret_conn = c;
 	return 0;
 fail_errno:
@@ -371,13 +381,15 @@ void exs_conn_destroy(struct exs_conn *c)
 		exs_debug("fd %d: %" PRIu64 " sends, %" PRIu64 " receives; %" PRIu64 " send WRs (%" PRIu64
 			  " signalled), %" PRIu64 " receive WRs, %" PRIu64 " completions, %" PRIu64
 			  " CQ polls, %" PRIu64 " CQ arms", c->fd, c->sends, c->recvs, c->n_send_wr,
-			  c->n_signalled, c->n_recv_wr, c->n_cqe, c->n_polls, c->n_arms);
+			  c->n_signalled, c->n_recv_wr, c->n_cqe,
+			  c->scq ? c->scq->n_polls - c->n_polls0 : 0,
+			  c->scq ? c->scq->n_arms - c->n_arms0 : 0);
+	exs_cq_id_free(c->id); /* its completions still in the CQ name nobody */
+	untouch(c);
 	if (c->link == EXS_LINK_PROBING)
 		EXS_COUNT(exs_g.nprobing, -1);
 	if (c->busy_poll)
 		EXS_COUNT(exs_g.nbusypoll, -1);
-	if (c->cq && !c->armed)
-		EXS_COUNT(exs_g.ndisarmed, -1);
 	for (i = 0; i < c->alloc && c->rop && c->sop; i++) {
 		if (c->rop[i].tmp_mr)
 			ibv_dereg_mr(c->rop[i].tmp_mr);
@@ -395,12 +407,13 @@ void exs_conn_destroy(struct exs_conn *c)
 		if (c->sop[i].pmr)
 			ibv_dereg_mr(c->sop[i].pmr);
 	}
-	if (c->cq)
-		ibv_destroy_cq(c->cq);
+	if (c->scq)
+		exs_cq_release(c->scq, c->cq_need, c->qp != NULL);
 	if (c->mem_mr)
 		ibv_dereg_mr(c->mem_mr);
 	if (c->mem)
 		munmap(c->mem, c->mem_len);
+	free(c->stash);
 	free(c->pool);
 	free(c->pool_len);
 	free(c->rfifo);
@@ -422,7 +435,7 @@ static int post_recv(struct exs_conn *c, uint32_t i)
 		.length = c->rsz,
 		.lkey = c->mem_mr->lkey,
 	};
-	struct ibv_recv_wr wr = { .wr_id = WR_ID(WR_RECV, i), .sg_list = &sge, .num_sge = 1 };
+	struct ibv_recv_wr wr = { .wr_id = WR_ID(c, WR_RECV, i), .sg_list = &sge, .num_sge = 1 };
 
 	c->n_recv_wr++;
 	return exs_verbs_post_recv(c->qp, &wr);
@@ -500,7 +513,7 @@ static int post_slot(struct exs_conn *c, uint32_t i)
 	m->credits = take_owed(c);
 	sge = (struct ibv_sge){ .addr = (uintptr_t)m, .length = sizeof(*m), .lkey = c->mem_mr->lkey };
 	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = WR_ID(WR_CTL, i);
+	wr.wr_id = WR_ID(c, WR_CTL, i);
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_SEND;
@@ -930,7 +943,7 @@ static int place(struct exs_conn *c)
 		struct ibv_send_wr wr;
 
 		memset(&wr, 0, sizeof(wr));
-		wr.wr_id = WR_ID(WR_WRITE, oi);
+		wr.wr_id = WR_ID(c, WR_WRITE, oi);
 		wr.sg_list = sge;
 		wr.num_sge = nsge;
 		wr.wr.rdma.remote_addr = ad->addr + off;
@@ -997,7 +1010,7 @@ static int send_eager(struct exs_conn *c)
 	memcpy(b, &h, sizeof(h));
 	op_gather(op, 0, b + sizeof(h), op->len);
 	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = WR_ID(WR_EAGER, in ? UINT32_MAX : oi);
+	wr.wr_id = WR_ID(c, WR_EAGER, in ? UINT32_MAX : oi);
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_SEND;
@@ -1041,7 +1054,7 @@ static int send_chunk(struct exs_conn *c)
 	memcpy(b, &h, sizeof(h));
 	op_gather(op, op->done, b + sizeof(h), n);
 	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = WR_ID(WR_EAGER, written ? oi : UINT32_MAX);
+	wr.wr_id = WR_ID(c, WR_EAGER, written ? oi : UINT32_MAX);
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_SEND;
@@ -1607,6 +1620,7 @@ void exs_conn_shut_rd(struct exs_conn *c)
  * process die: nobody would answer a PING or take an ABORT. */
 void exs_conn_cm_lost(struct exs_conn *c, enum exs_cm_loss why)
 {
+	exs_conn_poll(c); /* the others it touched are the caller's to settle */
 	exs_conn_progress(c);
 	if (c->link != EXS_LINK_UP)
 		return;
@@ -1955,7 +1969,7 @@ static int place_persist(struct exs_conn *c)
 	c->sf_count--;
 	op->pwrite = true;
 	op->done = n;
-	return post_rdma(c, op, WR_ID(WR_WRITE, oi), false, n, b->addr + off, b->rkey);
+	return post_rdma(c, op, WR_ID(c, WR_WRITE, oi), false, n, b->addr + off, b->rkey);
 }
 
 /* The peer's persistent send is in effect (or its UNPERSIST came and
@@ -1993,7 +2007,7 @@ static void issue_reads(struct exs_conn *c)
 		op->done = n < most ? n : most;
 		c->reads_out++;
 		c->rd_unacked += notify;
-		if (post_rdma(c, op, WR_ID(WR_READ, slot), true, (uint32_t)op->done, b->addr + off,
+		if (post_rdma(c, op, WR_ID(c, WR_READ, slot), true, (uint32_t)op->done, b->addr + off,
 			      b->rkey)) {
 			exs_conn_break(c, ECONNRESET);
 			return;
@@ -2377,7 +2391,7 @@ static void fin_completed(struct exs_conn *c)
 
 static void on_wc(struct exs_conn *c, const struct ibv_wc *wc)
 {
-	uint32_t kind = (uint32_t)(wc->wr_id >> 32), i = (uint32_t)wc->wr_id;
+	uint32_t kind = WR_KIND(wc->wr_id), i = (uint32_t)wc->wr_id;
 	struct exs_wire_msg m;
 	uint16_t credits;
 	bool eager;
@@ -2453,46 +2467,141 @@ static void on_wc(struct exs_conn *c, const struct ibv_wc *wc)
 	}
 }
 
-/* Ask for an event on the CQ's next completion (and drain it afterwards:
- * what came before the arming raises none). */
-void exs_conn_arm(struct exs_conn *c)
+/* ---- completions, from the CQs that a device's connections share */
+
+/* connections with completions taken whose follow-up is not done yet
+ * (exs_g.lock) */
+static struct exs_conn *touched;
+
+static void touch(struct exs_conn *c)
 {
-	if (c->armed)
+	if (c->touched)
 		return;
-	ibv_req_notify_cq(c->cq, 0);
-	c->n_arms++;
-	c->armed = true;
-	EXS_COUNT(exs_g.ndisarmed, -1);
+	c->touched = true;
+	c->touched_next = touched;
+	touched = c;
 }
 
-/* The CQ raised its event: it stays quiet until exs_conn_arm. */
-void exs_conn_disarmed(struct exs_conn *c)
+static void untouch(struct exs_conn *c)
 {
-	if (!c->armed)
+	struct exs_conn **p;
+
+	if (!c->touched)
 		return;
-	c->armed = false;
-	EXS_COUNT(exs_g.ndisarmed, 1);
+	for (p = &touched; *p != c; p = &(*p)->touched_next)
+		;
+	*p = c->touched_next;
+	c->touched = false;
 }
 
-/* Drain the CQ. */
-void exs_conn_progress(struct exs_conn *c)
+struct exs_conn *exs_conn_touched(void)
+{
+	struct exs_conn *c = touched;
+
+	if (c) {
+		touched = c->touched_next;
+		c->touched = false;
+	}
+	return c;
+}
+
+/* What came while it was set up, in the order it came. */
+static void unstash(struct exs_conn *c)
+{
+	uint32_t i, n = c->nstash;
+
+	c->nstash = 0;
+	for (i = 0; i < n; i++) {
+		on_wc(c, &c->stash[i]);
+		c->n_cqe++;
+	}
+}
+
+static void dispatch(const struct ibv_wc *wc)
+{
+	struct exs_conn *c = exs_cq_id_get(WR_CONN(wc->wr_id));
+
+	if (!c)
+		return; /* a gone connection's last completions */
+	touch(c);
+	/* The peer may send as soon as its side is established, before exsd
+	 * has told us the set-up that says how to read it (a stream-buffer
+	 * chunk before sb_chunk is known was a protocol error and reset the
+	 * new connection): what came waits until exs_conn_establish. At most
+	 * one completion per WR posted: nrecv receives, nsend control sends. */
+	if (c->link == EXS_LINK_SETUP) {
+		uint32_t cap = c->nrecv + c->nsend;
+
+		if (!c->stash && !(c->stash = calloc(cap, sizeof(*c->stash)))) {
+			exs_conn_break(c, ENOMEM);
+			return;
+		}
+		if (c->nstash == cap) {
+			proto_error(c, "completions before set-up (count, status)", c->nstash,
+				    wc->status);
+			return;
+		}
+		c->stash[c->nstash++] = *wc;
+		return;
+	}
+	if (c->nstash)
+		unstash(c);
+	on_wc(c, wc);
+	c->n_cqe++;
+}
+
+void exs_conn_poll_cq(struct exs_scq *q)
 {
 	struct ibv_wc wc[16];
 	int n, i;
 
-	/* The peer may send as soon as its side is established, before exsd
-	 * has told us the set-up that says how to read it (a stream-buffer
-	 * chunk before sb_chunk is known was a protocol error and reset the
-	 * new connection): what came waits in the CQ until exs_conn_establish. */
+	do {
+		n = exs_cq_poll(q, 16, wc);
+		for (i = 0; i < n; i++)
+			dispatch(&wc[i]);
+	} while (n == 16);
+	if (n >= 0)
+		exs_cq_drained(q); /* polled empty: no gone connection's are left */
+}
+
+void exs_conn_poll(struct exs_conn *c)
+{
+	touch(c); /* what it has to do may not wait for a completion */
+	exs_conn_poll_cq(c->scq);
+}
+
+void exs_conn_poll_all(void)
+{
+	struct exs_scq *q;
+	int i;
+
+	for (i = 0; i < exs_g.ndevs; i++)
+		for (q = exs_g.devs[i]->scqs; q; q = q->next)
+			exs_conn_poll_cq(q);
+}
+
+bool exs_conn_arm_all(void)
+{
+	struct exs_scq *q;
+	bool any = false;
+	int i;
+
+	for (i = 0; i < exs_g.ndevs; i++)
+		for (q = exs_g.devs[i]->scqs; q; q = q->next)
+			if (!q->armed) {
+				exs_cq_arm(q);
+				any = true;
+			}
+	return any;
+}
+
+/* What a connection's completions leave to do. */
+void exs_conn_progress(struct exs_conn *c)
+{
 	if (c->link == EXS_LINK_SETUP)
 		return;
-	do {
-		n = ibv_poll_cq(c->cq, 16, wc);
-		c->n_polls++;
-		for (i = 0; i < n; i++)
-			on_wc(c, &wc[i]);
-		c->n_cqe += n > 0 ? (uint64_t)n : 0;
-	} while (n > 0);
+	if (c->nstash)
+		unstash(c);
 	if (c->readvertise && c->link != EXS_LINK_RESET)
 		advertise_waiting(c);
 	maybe_credit(c);

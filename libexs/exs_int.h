@@ -12,6 +12,7 @@
  *     -> sock.c    the fd table and each socket's life cycle (close, shutdown)
  *     -> spare.c   connections built before a connect or accept needs them
  *     -> conn.c    one established connection: state machine and data path
+ *     -> cq.c      the CQs a device's connections share; whose a completion is
  *     -> verbs.c (devices, memory), queue.c (event queues), ctl.c (the
  *        channel to exsd, which hands what it reads back to its caller)
  *
@@ -206,7 +207,35 @@ struct exs_dev {
 	unsigned max_chunks; /* writes one message may take */
 	uint32_t max_inline; /* the largest max_inline_data its QPs accept */
 	struct ibv_cq *guard_cq; /* siw only: see siw_guard() in verbs.c */
+	struct exs_scq *scqs; /* the CQs its connections share (cq.c) */
 };
+/* ---- cq.c: a CQ that connections of one device share */
+#define EXS_SCQ_ENTRIES 16384 /* entries of one shared CQ (fewer if the device says so) */
+#define EXS_CONN_ID_BITS 28   /* a connection's id in its work requests' wr_id */
+struct exs_scq {
+	struct ibv_cq *cq;
+	struct exs_dev *dev;
+	struct exs_scq *next;
+	uint32_t cap;	/* entries */
+	uint32_t used;	/* reserved by its live connections */
+	uint32_t stale; /* reserved by gone ones until it is next polled empty */
+	uint32_t nconn;
+	bool armed; /* it raises an event on its next completion (exs_g.lock) */
+	uint64_t n_polls, n_arms; /* cost accounting (EXS_DEBUG) */
+};
+/* room for `need` completions in a CQ of d's (a new one if none has it) */
+struct exs_scq *exs_cq_reserve(struct exs_dev *d, uint32_t need, int *ret_err);
+/* give it back; `stale`: completions of the connection may still be in it */
+void exs_cq_release(struct exs_scq *q, uint32_t need, bool stale);
+void exs_cq_drained(struct exs_scq *q);
+struct exs_scq *exs_cq_of(struct exs_dev *d, struct ibv_cq *cq);
+void exs_cq_arm(struct exs_scq *q);
+void exs_cq_disarmed(struct exs_scq *q);
+int exs_cq_poll(struct exs_scq *q, int n, struct ibv_wc *wc);
+/* ids that name an object until freed, then nothing (0: out of ids) */
+uint32_t exs_cq_id_new(void *obj, int *ret_err);
+void *exs_cq_id_get(uint32_t id);
+void exs_cq_id_free(uint32_t id);
 struct exs_mreg {
 	exs_mhandle_t h; /* the handle of its current life */
 	uint32_t idx;    /* its slot */
@@ -336,8 +365,17 @@ struct exs_conn {
 	int fd;	  /* the socket its events name */
 	bool seq; /* SOCK_SEQPACKET: one send fills one receive */
 	struct exs_dev *dev;
-	struct ibv_cq *cq;
+	uint32_t id;	     /* in its work requests' wr_id (cq.c) */
+	uint32_t owner;	     /* the id of the socket that adopted it; 0: a spare */
+	struct exs_scq *scq; /* the CQ it shares */
+	uint32_t cq_need;    /* the room it holds there */
 	struct ibv_qp *qp;
+	/* completions taken from the shared CQ while it was still being set
+	 * up: they wait for exs_conn_establish (ring of nsend + nrecv) */
+	struct ibv_wc *stash;
+	uint32_t nstash;
+	bool touched;			/* on the list exs_conn_touched() empties */
+	struct exs_conn *touched_next;
 	bool iwarp;
 	uint32_t max_sge; /* SGEs one RDMA write of its QP gathers (EXS_F_GETSGEMAX) */
 	uint32_t max_writes; /* writes one placement may take: chunks and gathers */
@@ -414,13 +452,13 @@ struct exs_conn {
 	uint32_t rd_left;	  /* its UNPERSIST came: waiting receives still to be read */
 	uint32_t rd_unacked;	  /* READ_DONEs sent, not credited back */
 	uint32_t rd_owed;	  /* READ_DONEs received, not credited back */
-	bool armed; /* its CQ will raise an event on the next completion */
 	uint64_t probe_deadline_ms;
 	uint64_t bytes_sent, bytes_rcvd, sends, recvs, errors; /* for exsctl */
 	/* the cost accounting EXS_DEBUG prints when the connection goes:
 	 * work requests posted, how many asked for a completion, completions
-	 * taken, CQ polls (empty ones too) and re-arms of the CQ */
-	uint64_t n_send_wr, n_signalled, n_recv_wr, n_cqe, n_polls, n_arms;
+	 * taken; polls (empty ones too) and re-arms of its shared CQ while it
+	 * lived, from these starting values */
+	uint64_t n_send_wr, n_signalled, n_recv_wr, n_cqe, n_polls0, n_arms0;
 };
 /* what a socket asks of its connection */
 struct exs_conn_cfg {
@@ -431,17 +469,17 @@ struct exs_conn_cfg {
 	bool busy_poll;
 };
 int exs_conn_create(int fd, int type, const char *dev, bool iwarp, const struct exs_conn_cfg *cfg,
-		    void *cq_ctx, struct exs_conn **ret_conn);
+		    uint32_t owner, struct exs_conn **ret_conn);
 /* exs_conn_create in two steps: build on a device (no lock needed; the
  * connection belongs to no socket: fd -1, its CQ reports to nobody), then
  * a socket adopts it (exs_g.lock held). */
 int exs_conn_build(struct exs_dev *dev, int type, bool iwarp, const struct exs_conn_cfg *cfg,
 		   struct exs_conn **ret_conn);
-void exs_conn_adopt(struct exs_conn *c, int fd, void *cq_ctx, bool busy_poll);
+void exs_conn_adopt(struct exs_conn *c, int fd, uint32_t owner, bool busy_poll);
 /* spare.c: connections built before they are needed (exs_conn_create's
  * arguments and result) */
 int exs_spare_take(int fd, int type, const char *dev, bool iwarp, const struct exs_conn_cfg *cfg,
-		   void *cq_ctx, struct exs_conn **ret_conn);
+		   uint32_t owner, struct exs_conn **ret_conn);
 void exs_conn_destroy(struct exs_conn *c);
 int exs_conn_modify(struct exs_conn *c, const ExsCtl__QpAttr *a);
 void exs_conn_await_hello(struct exs_conn *c);
@@ -450,9 +488,17 @@ int exs_conn_establish(struct exs_conn *c, uint32_t credits, uint32_t sp_max, ui
 uint32_t exs_conn_stream_buf(const struct exs_conn *c);
 int exs_conn_send(struct exs_conn *c, const struct exs_op *tmpl);
 int exs_conn_recv(struct exs_conn *c, const struct exs_op *tmpl);
+/* Completions: poll c's shared CQ (c counts as touched), every device's
+ * CQs, or one; each connection with completions goes on the touched list,
+ * which exs_conn_touched() empties; exs_conn_progress then does what they
+ * leave to do (adverts, credits, FIN). */
+void exs_conn_poll(struct exs_conn *c);
+void exs_conn_poll_all(void);
+void exs_conn_poll_cq(struct exs_scq *q);
+struct exs_conn *exs_conn_touched(void);
 void exs_conn_progress(struct exs_conn *c);
-void exs_conn_arm(struct exs_conn *c);
-void exs_conn_disarmed(struct exs_conn *c);
+/* arm every disarmed shared CQ (true if one was) */
+bool exs_conn_arm_all(void);
 void exs_conn_shut_wr(struct exs_conn *c);
 void exs_conn_shut_rd(struct exs_conn *c);
 void exs_conn_abort(struct exs_conn *c);
@@ -567,6 +613,9 @@ void exs_sock_reject(uint32_t req, int err);
 void exs_sock_connect_failed(struct exs_sock *s, int err);
 void exs_sock_fail_accepts(struct exs_sock *s, int err);
 void exs_sock_progress(struct exs_sock *s);
+void exs_sock_progress_all(void);
+void exs_sock_progress_cq(struct exs_scq *q);
+void exs_sock_settle(void);
 void exs_sock_maybe_finish_close(struct exs_sock *s);
 void exs_sock_tick(uint64_t now_ms);
 int exs_sock_xfer(struct exs_sock *s, const struct exs_op *op);

@@ -60,15 +60,8 @@ static bool polled_by_waiters(void)
 /* Lock held: every CQ raises its event again; what came meanwhile is taken. */
 void exs_progress_arm(void)
 {
-	struct exs_sock *s, *next;
-
-	for (s = exs_g.sock_list; s && exs_g.ndisarmed; s = next) {
-		next = s->next; /* exs_sock_progress may free s */
-		if (s->conn && !s->conn->armed) {
-			exs_conn_arm(s->conn);
-			exs_sock_progress(s);
-		}
-	}
+	if (exs_g.ndisarmed && exs_conn_arm_all())
+		exs_sock_progress_all();
 }
 
 static void dev_input(struct exs_dev *d)
@@ -77,19 +70,18 @@ static void dev_input(struct exs_dev *d)
 	void *ctx;
 
 	while (!ibv_get_cq_event(d->chan, &cq, &ctx)) {
-		uint32_t id = (uint32_t)(uintptr_t)ctx;
-		struct exs_sock *s;
+		struct exs_scq *q;
 
 		ibv_ack_cq_events(cq, 1);
 		pthread_mutex_lock(&exs_g.lock);
-		s = exs_sock_by_id(id);
-		/* a closed socket's CQ is gone: check it is still this one */
-		if (s && s->conn && s->conn->cq == cq) {
-			exs_conn_disarmed(s->conn);
+		/* a CQ whose last connection went is gone: check it is still one */
+		q = exs_cq_of(d, cq);
+		if (q) {
+			exs_cq_disarmed(q);
 			/* a thread that polls in its wait takes the next ones */
 			if (!polled_by_waiters())
-				exs_conn_arm(s->conn);
-			exs_sock_progress(s);
+				exs_cq_arm(q);
+			exs_sock_progress_cq(q);
 		}
 		pthread_mutex_unlock(&exs_g.lock);
 	}
@@ -111,7 +103,9 @@ static void ctl_input(int fd)
 		ret = exs_ctl_take(fd, buf, n, &m);
 		if (ret > 0) {
 			exs_broker_input(m);
-			exs_sock_wake_pollers(); /* a connection request, say */
+			/* completions it took on the way; pollers: a connection
+			 * request, say */
+			exs_sock_settle();
 		}
 		pthread_mutex_unlock(&exs_g.lock);
 	} while (ret >= 0 && fd == __atomic_load_n(&exs_g.ctl_fd, __ATOMIC_RELAXED));
@@ -165,7 +159,6 @@ void exs_progress_wake(void)
  */
 void exs_progress_poll(int phase)
 {
-	struct exs_sock *s, *next;
 
 	switch (phase) {
 	case EXS_POLL_BEGIN:
@@ -199,10 +192,7 @@ void exs_progress_poll(int phase)
 	}
 	if (pthread_mutex_trylock(&exs_g.lock))
 		return; /* someone is at it already */
-	for (s = exs_g.sock_list; s; s = next) {
-		next = s->next; /* exs_sock_progress may free s */
-		exs_sock_progress(s);
-	}
+	exs_sock_progress_all();
 	pthread_mutex_unlock(&exs_g.lock);
 }
 
@@ -230,17 +220,12 @@ int exs_progress_pin(int cpu)
 	return old;
 }
 
-/* EXS_FD_BUSYPOLL connections (guide §7.5): poll their CQs. */
+/* EXS_FD_BUSYPOLL connections (guide §7.5): poll the CQs (shared: the
+ * others' completions come with theirs). */
 static void busy_poll(void)
 {
-	struct exs_sock *s, *next;
-
 	pthread_mutex_lock(&exs_g.lock);
-	for (s = exs_g.sock_list; s; s = next) {
-		next = s->next; /* exs_sock_progress may free s */
-		if (s->conn && s->conn->busy_poll)
-			exs_sock_progress(s);
-	}
+	exs_sock_progress_all();
 	pthread_mutex_unlock(&exs_g.lock);
 }
 

@@ -233,13 +233,43 @@ int exs_sock_xfer(struct exs_sock *s, const struct exs_op *op)
 
 /* Completions arrived on the socket's connection (progress thread or a
  * polling caller). May free `s`. */
+/* Every connection that completions touched does what they leave to do,
+ * and its socket what follows (a close that may finish now). */
+void exs_sock_settle(void)
+{
+	struct exs_conn *c;
+
+	while ((c = exs_conn_touched())) {
+		struct exs_sock *s = exs_sock_by_id(c->owner);
+
+		exs_conn_progress(c);
+		if (s && s->conn == c)
+			exs_sock_maybe_finish_close(s);
+	}
+	exs_sock_wake_pollers();
+}
+
+/* s's completions, and those of the connections sharing its CQ */
 void exs_sock_progress(struct exs_sock *s)
 {
 	if (!s->conn)
 		return;
-	exs_conn_progress(s->conn);
-	exs_sock_maybe_finish_close(s);
-	exs_sock_wake_pollers();
+	exs_conn_poll(s->conn);
+	exs_sock_settle();
+}
+
+/* every device's completions */
+void exs_sock_progress_all(void)
+{
+	exs_conn_poll_all();
+	exs_sock_settle();
+}
+
+/* one shared CQ's completions, after its event */
+void exs_sock_progress_cq(struct exs_scq *q)
+{
+	exs_conn_poll_cq(q);
+	exs_sock_settle();
 }
 
 /* ---- readiness (exs_poll) */

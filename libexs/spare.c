@@ -119,14 +119,14 @@ static void want(struct spare *k)
 /* Like exs_conn_create, but a spare of the same kind is taken when there
  * is one; either way another of that kind is wanted. exs_g.lock held. */
 int exs_spare_take(int fd, int type, const char *devname, bool iwarp,
-		   const struct exs_conn_cfg *cfg, void *cq_ctx, struct exs_conn **ret_conn)
+		   const struct exs_conn_cfg *cfg, uint32_t owner, struct exs_conn **ret_conn)
 {
 	struct spare *k = NULL, *free_slot = NULL;
 	struct exs_conn *c;
 	int i;
 
 	if (!enabled() || iwarp)
-		return exs_conn_create(fd, type, devname, iwarp, cfg, cq_ctx, ret_conn);
+		return exs_conn_create(fd, type, devname, iwarp, cfg, owner, ret_conn);
 	for (i = 0; i < SPARE_KINDS; i++) {
 		if (!spares[i].dev)
 			free_slot = free_slot ? free_slot : &spares[i];
@@ -136,12 +136,12 @@ int exs_spare_take(int fd, int type, const char *devname, bool iwarp,
 	if (k && k->conn && k->iwarp == iwarp && cfg_same(&k->cfg, cfg)) {
 		c = k->conn;
 		k->conn = NULL;
-		exs_conn_adopt(c, fd, cq_ctx, cfg->busy_poll);
+		exs_conn_adopt(c, fd, owner, cfg->busy_poll);
 		*ret_conn = c;
 		want(k);
 		return 0;
 	}
-	i = exs_conn_create(fd, type, devname, iwarp, cfg, cq_ctx, ret_conn);
+	i = exs_conn_create(fd, type, devname, iwarp, cfg, owner, ret_conn);
 	if (i)
 		return i;
 	if (!k && !free_slot)
