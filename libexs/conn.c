@@ -19,16 +19,22 @@
 
 #include "exs_int.h"
 
-enum { WR_RECV = 1, WR_CTL = 2, WR_WRITE = 3, WR_EAGER = 4, WR_READ = 5 };
 /* local only, on a held copy of the peer's ADVERT: partly filled for a
  * MSG_WAITALL receive, waiting for the peer's MORE before the next piece */
 #define ADV_HELD 0x8000
-/* a work request's wr_id: its connection's id (cq.c), what it is, and which
- * slot or op of the connection's; its completion finds the connection by
- * the id in a CQ that other connections share */
-#define WR_ID(c, kind, i) ((uint64_t)(c)->id << 36 | (uint64_t)(kind) << 32 | (uint32_t)(i))
+/* WR_MARK: a data WR signalled only to say how far the data WRs got */
+enum { WR_RECV = 1, WR_CTL = 2, WR_WRITE = 3, WR_EAGER = 4, WR_READ = 5, WR_MARK = 6 };
+/* a work request's wr_id: its connection's id (cq.c), what it is, which
+ * slot or op of the connection's (0xffff: none), and on a signalled send
+ * WR how many data WRs had been posted with it (post_send); its
+ * completion finds the connection by the id in a CQ that other
+ * connections share */
+#define WR_ID(c, kind, i) ((uint64_t)(c)->id << 36 | (uint64_t)(kind) << 32 | ((i) & 0xffffu))
 #define WR_CONN(wr_id) ((uint32_t)((wr_id) >> 36))
 #define WR_KIND(wr_id) ((uint32_t)((wr_id) >> 32) & 0xf)
+#define WR_IDX(wr_id) ((uint32_t)(wr_id) & 0xffffu)
+#define WR_DQ(wr_id) ((uint16_t)((wr_id) >> 16))
+#define WR_NONE 0xffffu
 
 static void untouch(struct exs_conn *c);
 static int place_persist(struct exs_conn *c);
@@ -220,11 +226,13 @@ int exs_conn_build(struct exs_dev *dev, int type, bool iwarp, const struct exs_c
 	if (!c->mem_mr)
 		goto fail_errno;
 	qa.qp_type = IBV_QPT_RC;
-	/* control messages, the writes of C sends, the READs of at most
-	 * EXS_MAX_READS receives (the device's max_qp_wr bounds the sum),
-	 * C eager SENDs */
-	qa.cap.max_send_wr = c->nsend + credits * c->max_writes + EXS_MAX_READS * c->dev->max_chunks +
-			     (c->sp_cap ? credits : 0) + 4;
+	/* control messages, C eager SENDs, and the data WRs: room for C
+	 * one-write sends and EXS_MAX_READS one-READ receives in flight,
+	 * and for the largest placement; one that finds no room waits for
+	 * a completion (dq_room). Sized for the worst case of every credit
+	 * instead, an rxe QP's send queue took 1 MiB (1,024 WQEs of 1 KiB) */
+	c->dq_max = credits + c->max_writes + EXS_MAX_READS;
+	qa.cap.max_send_wr = c->nsend + c->dq_max + (c->sp_cap ? credits : 0) + 4;
 	qa.cap.max_recv_wr = c->nrecv;
 	/* room in a shared CQ for every WR a flush of both queues returns */
 	what = "a shared CQ";
@@ -380,10 +388,10 @@ void exs_conn_destroy(struct exs_conn *c)
 	if (EXS_DEBUG_ON())
 		exs_debug("fd %d: %" PRIu64 " sends, %" PRIu64 " receives; %" PRIu64 " send WRs (%" PRIu64
 			  " signalled), %" PRIu64 " receive WRs, %" PRIu64 " completions, %" PRIu64
-			  " CQ polls, %" PRIu64 " CQ arms", c->fd, c->sends, c->recvs, c->n_send_wr,
-			  c->n_signalled, c->n_recv_wr, c->n_cqe,
-			  c->scq ? c->scq->n_polls - c->n_polls0 : 0,
-			  c->scq ? c->scq->n_arms - c->n_arms0 : 0);
+			  " CQ polls, %" PRIu64 " CQ arms, %" PRIu64 " waits for send queue room",
+			  c->fd, c->sends, c->recvs, c->n_send_wr, c->n_signalled, c->n_recv_wr,
+			  c->n_cqe, c->scq ? c->scq->n_polls - c->n_polls0 : 0,
+			  c->scq ? c->scq->n_arms - c->n_arms0 : 0, c->n_dq_waits);
 	exs_cq_id_free(c->id); /* its completions still in the CQ name nobody */
 	untouch(c);
 	if (c->link == EXS_LINK_PROBING)
@@ -473,9 +481,27 @@ int exs_conn_modify(struct exs_conn *c, const ExsCtl__QpAttr *a)
  * calling thread (verbs.c keeps a dead peer's SIGPIPE from this process). */
 static int post_send(struct exs_conn *c, struct ibv_send_wr *wr)
 {
-	int ret = exs_verbs_post_send(c->qp, wr, c->iwarp);
+	bool data = wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ||
+		    wr->opcode == IBV_WR_RDMA_READ;
+	int ret;
 
+	/* the data WRs' room in the send queue (dq_room): a completion says
+	 * how many of them had been posted with its WR, and all those are
+	 * done (a send queue completes in order); one in every quarter of
+	 * the room asks for a completion, so unsignalled ones never fill it */
+	if (data && !(wr->send_flags & IBV_SEND_SIGNALED) &&
+	    (uint16_t)(c->dq_posted + 1 - c->dq_signalled) >= c->dq_max / 4) {
+		wr->send_flags |= IBV_SEND_SIGNALED;
+		wr->wr_id = WR_ID(c, WR_MARK, WR_NONE);
+	}
+	if (wr->send_flags & IBV_SEND_SIGNALED)
+		wr->wr_id = (wr->wr_id & ~(0xffffull << 16)) |
+			    (uint64_t)(uint16_t)(c->dq_posted + data) << 16;
+	ret = exs_verbs_post_send(c->qp, wr, c->iwarp);
 	if (!ret) {
+		c->dq_posted += data;
+		if (wr->send_flags & IBV_SEND_SIGNALED)
+			c->dq_signalled = c->dq_posted;
 		c->n_send_wr++;
 		c->n_signalled += !!(wr->send_flags & IBV_SEND_SIGNALED);
 	}
@@ -912,9 +938,34 @@ static void hostile_write(struct exs_conn *c, const struct exs_wire_msg *ad,
 }
 #endif
 
+/* The data WRs that n bytes of op take at most: one per max_msg_sz
+ * bytes, and a write one more wherever its elements fill a WR's SGEs. */
+static uint32_t data_wrs(const struct exs_conn *c, const struct exs_op *op, size_t n, bool read)
+{
+	size_t k = (n + c->dev->max_msg_sz - 1) / c->dev->max_msg_sz;
+
+	if (!read && op->nseg > c->max_sge)
+		k += op->nseg / c->max_sge;
+	return k ? (uint32_t)k : 1;
+}
+
+/* Room for k more data WRs in the send queue; if not, the caller waits
+ * for a completion to make it (on_wc). An empty queue takes any. */
+static bool dq_room(struct exs_conn *c, uint32_t k)
+{
+	uint32_t out = (uint16_t)(c->dq_posted - c->dq_done);
+
+	if (!out || out + k <= c->dq_max)
+		return true;
+	c->dq_wait = true;
+	c->n_dq_waits++;
+	return false;
+}
+
 /* Place the first pending send (or the next piece of it) in the first
- * advert: RDMA WRITE_WITH_IMM, or WRITE + DONE. 0, or -errno from the
- * post (the connection is then broken). */
+ * advert: RDMA WRITE_WITH_IMM, or WRITE + DONE. 0; 1 to wait for room
+ * in the send queue; or -errno from the post (the connection is then
+ * broken). */
 static int place(struct exs_conn *c)
 {
 	uint32_t oi = c->sfifo[c->sf_head];
@@ -928,6 +979,8 @@ static int place(struct exs_conn *c)
 	bool imm;
 	int ret = 0, nsge;
 
+	if (!dq_room(c, data_wrs(c, op, n, false)))
+		return 1;
 	if ((ret = op_mem(c, op)))
 		return ret;
 	/* a write gathers up to max_sge elements and max_msg_sz bytes. The
@@ -1010,7 +1063,7 @@ static int send_eager(struct exs_conn *c)
 	memcpy(b, &h, sizeof(h));
 	op_gather(op, 0, b + sizeof(h), op->len);
 	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = WR_ID(c, WR_EAGER, in ? UINT32_MAX : oi);
+	wr.wr_id = WR_ID(c, WR_EAGER, in ? WR_NONE : oi);
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_SEND;
@@ -1054,7 +1107,7 @@ static int send_chunk(struct exs_conn *c)
 	memcpy(b, &h, sizeof(h));
 	op_gather(op, op->done, b + sizeof(h), n);
 	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = WR_ID(c, WR_EAGER, written ? oi : UINT32_MAX);
+	wr.wr_id = WR_ID(c, WR_EAGER, written ? oi : WR_NONE);
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_SEND;
@@ -1102,16 +1155,22 @@ static int send_one_seq(struct exs_conn *c)
 {
 	struct exs_op *op = &c->sop[c->sfifo[c->sf_head]];
 
-	if (c->pst[EXS_PST_PEER_RECV] == EXS_PST_ACTIVE)
-		return place_persist(c) ?: 1; /* part 6: into the peer's block */
+	int ret;
+
+	if (c->pst[EXS_PST_PEER_RECV] == EXS_PST_ACTIVE) {
+		ret = place_persist(c); /* part 6: into the peer's block */
+		return ret > 0 ? 0 : ret ?: 1;
+	}
 	drop_stale_adverts(c);
 	if (small(c, op) && !op->mreg) {
 		if (!eager_room(c))
 			return 0;
 		return send_eager(c) ?: 1;
 	}
-	if (c->ad_count && c->ads[c->ad_head].seq == c->tx_msn)
-		return place(c) ?: 1;
+	if (c->ad_count && c->ads[c->ad_head].seq == c->tx_msn) {
+		ret = place(c);
+		return ret > 0 ? 0 : ret ?: 1;
+	}
 	if (small(c, op)) { /* registered: either way will do */
 		if (!eager_room(c))
 			return 0;
@@ -1953,7 +2012,8 @@ static int post_rdma(struct exs_conn *c, struct exs_op *op, uint64_t wr_id, bool
 
 /* The peer's persistent receive is in effect: the first pending send goes
  * into its block (exs_send_offset's at its offset), as much as fits; the
- * send completes when the write does. */
+ * send completes when the write does. 0, 1 to wait for room in the send
+ * queue, or -errno. */
 static int place_persist(struct exs_conn *c)
 {
 	uint32_t oi = c->sfifo[c->sf_head];
@@ -1963,6 +2023,8 @@ static int place_persist(struct exs_conn *c)
 	uint32_t n = op->len < b->len - off ? (uint32_t)op->len : (uint32_t)(b->len - off);
 	int ret;
 
+	if (!dq_room(c, data_wrs(c, op, n, false)))
+		return 1;
 	if ((ret = op_mem(c, op)))
 		return ret;
 	c->sf_head = (c->sf_head + 1) % c->alloc;
@@ -1995,6 +2057,8 @@ static void issue_reads(struct exs_conn *c)
 			return; /* READ_CREDIT lets the next go */
 		if (c->reads_out >= EXS_MAX_READS)
 			return; /* a READ's completion lets the next go */
+		if (!dq_room(c, data_wrs(c, op, n < most ? n : most, true)))
+			return; /* likewise */
 		c->rf_head = (c->rf_head + 1) % c->alloc;
 		c->rf_count--;
 		if (c->pst[EXS_PST_PEER_SEND] == EXS_PST_ENDING)
@@ -2391,7 +2455,7 @@ static void fin_completed(struct exs_conn *c)
 
 static void on_wc(struct exs_conn *c, const struct ibv_wc *wc)
 {
-	uint32_t kind = WR_KIND(wc->wr_id), i = (uint32_t)wc->wr_id;
+	uint32_t kind = WR_KIND(wc->wr_id), i = WR_IDX(wc->wr_id);
 	struct exs_wire_msg m;
 	uint16_t credits;
 	bool eager;
@@ -2410,7 +2474,11 @@ static void on_wc(struct exs_conn *c, const struct ibv_wc *wc)
 		exs_conn_break(c, ECONNRESET);
 		return;
 	}
+	if (kind != WR_RECV)
+		c->dq_done = WR_DQ(wc->wr_id); /* every data WR posted before it is done */
 	switch (kind) {
+	case WR_MARK:
+		break;
 	case WR_RECV:
 		if (i >= c->nrecv || c->link == EXS_LINK_RESET)
 			break;
@@ -2464,6 +2532,11 @@ static void on_wc(struct exs_conn *c, const struct ibv_wc *wc)
 		if (m.type == EXS_WIRE_FIN || m.type == EXS_WIRE_ABORT)
 			fin_completed(c);
 		break;
+	}
+	if (c->dq_wait && c->link != EXS_LINK_RESET) { /* room came */
+		c->dq_wait = false;
+		match(c);
+		issue_reads(c);
 	}
 }
 

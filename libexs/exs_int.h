@@ -401,6 +401,13 @@ struct exs_conn {
 	 * not known complete; a signalled one's completion frees it and every
 	 * unsignalled one before it (a send queue completes in order) */
 	uint32_t ctl_head, nctl_free, ctl_unsig;
+	/* data WRs (RDMA WRITE, READ) have dq_max entries of the send queue:
+	 * posted, known done, and posted up to the last signalled one, all
+	 * counted modulo 2^16 (conn.c's post_send); dq_wait: a send or READ
+	 * waits for room */
+	uint16_t dq_posted, dq_done, dq_signalled;
+	uint32_t dq_max;
+	bool dq_wait;
 	int32_t *ctl_op; /* send slot -> send op it completes, or -1 */
 	/* passive iWARP: send slots held, in order, until the peer's HELLO */
 	bool await_hello;
@@ -457,8 +464,9 @@ struct exs_conn {
 	/* the cost accounting EXS_DEBUG prints when the connection goes:
 	 * work requests posted, how many asked for a completion, completions
 	 * taken; polls (empty ones too) and re-arms of its shared CQ while it
-	 * lived, from these starting values */
-	uint64_t n_send_wr, n_signalled, n_recv_wr, n_cqe, n_polls0, n_arms0;
+	 * lived, from these starting values; sends or READs that waited for
+	 * room in the send queue (dq_room) */
+	uint64_t n_send_wr, n_signalled, n_recv_wr, n_cqe, n_polls0, n_arms0, n_dq_waits;
 };
 /* what a socket asks of its connection */
 struct exs_conn_cfg {

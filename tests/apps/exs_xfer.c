@@ -90,27 +90,28 @@ static double now(void)
 }
 
 /* the message as up to `segs` elements of near-equal size, one exs_sendmsg
- * (the iovec and handles live until its event: static, one send at a time) */
-static int send_gathered(int fd, uint8_t *buf, size_t len, int segs, exs_qhandle_t q,
-			 exs_mhandle_t mh)
+ * (the iovec and handles live until its event: static, one set per send
+ * in flight, `slot` of at most 64) */
+static int send_gathered(int fd, uint8_t *buf, size_t len, int segs, exs_qhandle_t q, void *ah,
+			 exs_mhandle_t mh, int slot)
 {
-	static struct iovec iov[EXS_IOV_MAX];
-	static exs_mhandle_t mhs[EXS_IOV_MAX];
-	static struct msghdr msg;
+	static struct iovec iov[64][EXS_IOV_MAX];
+	static exs_mhandle_t mhs[64][EXS_IOV_MAX];
+	static struct msghdr msg[64];
 	size_t k = len < (size_t)segs ? len : (size_t)segs, off = 0;
 
 	for (size_t i = 0; i < k; i++) {
 		size_t part = len / k + (i < len % k);
 
-		iov[i].iov_base = buf + off;
-		iov[i].iov_len = part;
-		mhs[i] = mh;
+		iov[slot][i].iov_base = buf + off;
+		iov[slot][i].iov_len = part;
+		mhs[slot][i] = mh;
 		off += part;
 	}
-	memset(&msg, 0, sizeof(msg));
-	msg.msg_iov = iov;
-	msg.msg_iovlen = k;
-	return exs_sendmsg(fd, &msg, 0, q, (void *)2, mhs) ? -1 : 0;
+	memset(&msg[slot], 0, sizeof(msg[slot]));
+	msg[slot].msg_iov = iov[slot];
+	msg[slot].msg_iovlen = k;
+	return exs_sendmsg(fd, &msg[slot], 0, q, ah, mhs[slot]) ? -1 : 0;
 }
 
 /* ---- bulk (-B): one direction, fixed-size messages, several in flight.
@@ -184,8 +185,17 @@ static exs_event_t bulk_event(exs_qhandle_t q, uint64_t at)
 }
 
 /* the client: `total` bytes in messages of `max`, `depth` in flight */
+/* send b[i]'s len bytes: one buffer, or `segs` elements (-g) */
+static void bulk_post(int fd, exs_qhandle_t q, uint8_t **b, exs_mhandle_t *mh, int i, size_t len,
+		      int segs)
+{
+	if (segs ? send_gathered(fd, b[i], len, segs, q, (void *)(intptr_t)i, mh[i], i)
+		 : exs_send(fd, b[i], len, 0, q, (void *)(intptr_t)i, mh[i]))
+		die(segs ? "exs_sendmsg" : "exs_send");
+}
+
 static void bulk_send(int fd, exs_qhandle_t q, uint8_t **b, exs_mhandle_t *mh, int depth, size_t max,
-		      uint64_t total, uint64_t seed)
+		      uint64_t total, uint64_t seed, int segs)
 {
 	uint64_t off = 0, done = 0;
 	int out = 0;
@@ -194,8 +204,7 @@ static void bulk_send(int fd, exs_qhandle_t q, uint8_t **b, exs_mhandle_t *mh, i
 		size_t len = total - off < max ? (size_t)(total - off) : max;
 
 		bulk_fill(b[i], len, seed, off);
-		if (exs_send(fd, b[i], len, 0, q, (void *)(intptr_t)i, mh[i]))
-			die("exs_send");
+		bulk_post(fd, q, b, mh, i, len, segs);
 		off += len;
 	}
 	while (out) {
@@ -208,8 +217,7 @@ static void bulk_send(int fd, exs_qhandle_t q, uint8_t **b, exs_mhandle_t *mh, i
 			size_t len = total - off < max ? (size_t)(total - off) : max;
 
 			bulk_fill(b[i], len, seed, off);
-			if (exs_send(fd, b[i], len, 0, q, (void *)(intptr_t)i, mh[i]))
-				die("exs_send");
+			bulk_post(fd, q, b, mh, i, len, segs);
 			off += len;
 			out++;
 		}
@@ -276,7 +284,8 @@ static void bulk_recv(int fd, exs_qhandle_t q, uint8_t **b, exs_mhandle_t *mh, i
 }
 
 /* -B: the connection set up, bulk transfer one way; exit status as main's */
-static int bulk(int fd, exs_qhandle_t q, int server, int type, int depth, size_t max, uint64_t total, uint64_t seed, int unreg)
+static int bulk(int fd, exs_qhandle_t q, int server, int type, int depth, size_t max, uint64_t total, uint64_t seed, int unreg,
+		int segs)
 {
 	uint8_t *b[64];
 	exs_mhandle_t mh[64];
@@ -295,7 +304,7 @@ static int bulk(int fd, exs_qhandle_t q, int server, int type, int depth, size_t
 	if (server)
 		bulk_recv(fd, q, b, mh, depth, max, total, seed, type, t0);
 	else
-		bulk_send(fd, q, b, mh, depth, max, total, seed);
+		bulk_send(fd, q, b, mh, depth, max, total, seed, segs);
 	dt = now() - t0;
 	if (exs_blocking_close(fd))
 		die("exs_blocking_close");
@@ -397,7 +406,7 @@ int main(int argc, char **argv)
 	if (total) {
 		if (lfd >= 0 && exs_blocking_close(lfd))
 			die("exs_blocking_close (listener)");
-		return bulk(fd, q, server, type, depth, max, total, seed, unreg);
+		return bulk(fd, q, server, type, depth, max, total, seed, unreg, segs);
 	}
 	if (!unreg) {
 		smh = exs_mregister(sbuf, max, EXS_MRF_RECV_DISABLE);
@@ -419,7 +428,7 @@ int main(int argc, char **argv)
 		/* the receive goes first, so both directions move at once */
 		if (exs_recv(fd, rbuf, max, 0, q, (void *)1, rmh))
 			die("exs_recv");
-		if (segs && send_gathered(fd, sbuf, slen, segs, q, smh))
+		if (segs && send_gathered(fd, sbuf, slen, segs, q, (void *)2, smh, 0))
 			die("exs_sendmsg");
 		if (!segs && exs_send(fd, sbuf, slen, 0, q, (void *)2, smh))
 			die("exs_send");

@@ -9,7 +9,9 @@
 # a peer that writes past an advert, or into a receive that has completed,
 # into a region registered with EXS_MRF_ADVERT_ONLY is refused by the
 # device and reaches nothing (without the flag it reaches the region); a
-# process with a few connections on siw can make more (libsiw's key 144).
+# process with a few connections on siw can make more (libsiw's key 144);
+# sends that take more RDMA writes than the send queue has room for wait
+# for it and lose nothing.
 # Run by `ctest -R vm_harden` through tests/vm/exs-vm; well under a minute.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -134,6 +136,34 @@ short_stress() { # DEV IP PORT
 }
 short_stress siw "$EXS_VM_SIW_IP" 7860
 short_stress rxe "$EXS_VM_RXE_IP" 7862
+
+# ---- g. the send queue's room for data WRs (conn.c's dq_room: credits +
+# the largest placement + EXS_MAX_READS): 64-element gathered sends take
+# up to 11 RDMA writes each on siw (6 SGEs a write), 32 in flight want
+# far more than the room and wait for it; on rxe (32 SGEs) they take 2
+# and never wait. Every byte is checked, and on siw the sender must have
+# waited (its EXS_DEBUG cost line counts the waits).
+deep_gather() { # DEV IP PORT
+	local so=$LOGS/gather-$1.server co=$LOGS/gather-$1.client sp rc waits
+	timeout -k 5 120 "$T/exs_xfer" server "$2" "$3" -B 32M -M 65536 -d 32 > "$so" 2>&1 &
+	sp=$!
+	wait_for "$so" listening 20
+	EXS_DEBUG=1 timeout -k 5 120 "$T/exs_xfer" client "$2" "$3" -B 32M -M 65536 -d 32 -g 64 \
+		-r 10 > "$co" 2>&1
+	rc=$?
+	wait $sp || rc=$((rc + 100))
+	waits=$(sed -n 's/.* \([0-9]*\) waits for send queue room.*/\1/p' "$co" | sort -n | tail -n 1)
+	echo "    $1: $(grep -h "bulk:" "$so" "$co" | cut -c 1-160 | tr '\n' ' ') waits ${waits:-none}"
+	if [ $rc = 0 ] && grep -q "received and verified" "$so" &&
+		{ [ "$1" = rxe ] || [ "${waits:-0}" -gt 0 ]; }; then
+		pass "g: $1: 32 gathered sends of 64 elements in flight, every byte checked"
+	else
+		fail "g: $1: exit $rc, waits ${waits:-none}"
+		tail -n 3 "$so" "$co" | sed 's/^/    /'
+	fi
+}
+deep_gather siw "$EXS_VM_SIW_IP" 7864
+deep_gather rxe "$EXS_VM_RXE_IP" 7866
 stop_exsd harden2
 
 summary
