@@ -250,8 +250,12 @@ static void *progress_main(void *arg)
 
 		n = epoll_wait(exs_g.epfd, ev, 16,
 			       polling ? 0 : disarmed ? EXS_REARM_US / 1000 : ticking() ? 100 : -1);
-		if (polling)
+		if (polling) {
 			busy_poll();
+			/* where pollers outnumber CPUs, the peer's or the
+			 * application's thread runs now, not at the next tick */
+			sched_yield();
+		}
 		for (i = 0; i < n; i++) {
 			if (ev[i].data.u64 & (1ull << 63))
 				ctl_input((int)(uint32_t)ev[i].data.u64);
