@@ -24,6 +24,35 @@ start_exsd() {
 	return 1
 }
 
+# start_exsd_conf NAME < CONFIG: exsd with that exs.conf ($LOGS/NAME.conf),
+# without -d (its debug log would slow every connect), logging to
+# $LOGS/exsd-NAME.log; the script fails and ends if it does not start
+start_exsd_conf() {
+	cat >"$LOGS/$1.conf"
+	"$B/exsd" -c "$LOGS/$1.conf" >"$LOGS/exsd-$1.log" 2>&1 &
+	EXSD_PID=$!
+	wait_for "$LOGS/exsd-$1.log" "serving on" 10 && return 0
+	fail "exsd start"
+	cat "$LOGS/exsd-$1.log"
+	summary
+	exit 1
+}
+
+# warm_up: a connection on each device first (port 7599): exsd opens a
+# device's context on first use; its descriptor count after that is the
+# baseline of a test that wants none left behind
+warm_up() {
+	local t sp
+	for t in rxe siw; do
+		timeout 60 "$B/tests/exs_xfer" server "$(dev_ip $t)" 7599 -n 10 >"$LOGS/warm-$t.server" 2>&1 &
+		sp=$!
+		timeout 60 "$B/tests/exs_xfer" client "$(dev_ip $t)" 7599 -n 10 -r 30 >"$LOGS/warm-$t.client" 2>&1 ||
+			fail "warm-up exs_xfer on $t: $(cat "$LOGS/warm-$t.client")"
+		wait $sp || fail "warm-up exs_xfer on $t: $(cat "$LOGS/warm-$t.server")"
+	done
+	sleep 2
+}
+
 # stop_exsd NAME: SIGTERM; exsd must exit 0 (under ASan: with no leak)
 stop_exsd() {
 	kill "$EXSD_PID" 2>/dev/null
@@ -54,6 +83,14 @@ stop_bgs() {
 	for p in "${BGS[@]}"; do wait "$p" 2>/dev/null; done
 	BGS=()
 }
+
+# a process's VmRSS (kB) and open descriptors; the program under bg's timeout
+rss() { sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status" 2>/dev/null; }
+nfds() { ls "/proc/$1/fd" 2>/dev/null | wc -l; }
+child() { pgrep -P "$1" | head -n 1; }
+# a device kind's (rxe, siw) address and device name in the guest
+dev_ip() { if [ "$1" = rxe ]; then echo "$EXS_VM_RXE_IP"; else echo "$EXS_VM_SIW_IP"; fi; }
+dev_name() { if [ "$1" = rxe ]; then echo "$EXS_VM_RXE_DEV"; else echo "$EXS_VM_SIW_DEV"; fi; }
 
 # wait_for FILE PATTERN SECS
 wait_for() {
