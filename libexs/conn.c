@@ -416,7 +416,8 @@ void exs_conn_destroy(struct exs_conn *c)
 			ibv_dereg_mr(c->sop[i].pmr);
 	}
 	if (c->scq)
-		exs_cq_release(c->scq, c->cq_need, c->qp != NULL);
+		/* a built connection (it has its id) goes only under exs_g.lock */
+		exs_cq_release(c->scq, c->cq_need, c->qp != NULL, c->id != 0);
 	if (c->mem_mr)
 		ibv_dereg_mr(c->mem_mr);
 	if (c->mem)
@@ -2648,8 +2649,9 @@ void exs_conn_poll_all(void)
 	struct exs_scq *q;
 	int i;
 
+	/* a spare's builder may push a CQ in front meanwhile (cq.c) */
 	for (i = 0; i < exs_g.ndevs; i++)
-		for (q = exs_g.devs[i]->scqs; q; q = q->next)
+		for (q = __atomic_load_n(&exs_g.devs[i]->scqs, __ATOMIC_ACQUIRE); q; q = q->next)
 			exs_conn_poll_cq(q);
 }
 
@@ -2660,7 +2662,7 @@ bool exs_conn_arm_all(void)
 	int i;
 
 	for (i = 0; i < exs_g.ndevs; i++)
-		for (q = exs_g.devs[i]->scqs; q; q = q->next)
+		for (q = __atomic_load_n(&exs_g.devs[i]->scqs, __ATOMIC_ACQUIRE); q; q = q->next)
 			if (!q->armed) {
 				exs_cq_arm(q);
 				any = true;

@@ -158,7 +158,9 @@ static struct exs_scq *scq_new(struct exs_dev *d, uint32_t need, int *ret_err)
 	q->cap = n;
 	q->armed = true;
 	q->next = d->scqs;
-	d->scqs = q;
+	/* pushed in front: a poller walking the list without cq_lock sees it
+	 * whole or not at all */
+	__atomic_store_n(&d->scqs, q, __ATOMIC_RELEASE);
 	return q;
 }
 
@@ -180,7 +182,7 @@ struct exs_scq *exs_cq_reserve(struct exs_dev *d, uint32_t need, int *ret_err)
 	return q;
 }
 
-void exs_cq_release(struct exs_scq *q, uint32_t need, bool stale)
+void exs_cq_release(struct exs_scq *q, uint32_t need, bool stale, bool locked)
 {
 	struct exs_scq **p;
 
@@ -189,8 +191,9 @@ void exs_cq_release(struct exs_scq *q, uint32_t need, bool stale)
 	if (stale)
 		q->stale += need;
 	q->nconn--;
-	/* an empty CQ goes, unless it is the device's last one */
-	if (!q->nconn && (q != q->dev->scqs || q->next)) {
+	/* an empty CQ goes, unless it is the device's last one; only under
+	 * exs_g.lock, which every poller holds while it walks the list */
+	if (locked && !q->nconn && (q != q->dev->scqs || q->next)) {
 		for (p = &q->dev->scqs; *p != q; p = &(*p)->next)
 			;
 		*p = q->next;

@@ -225,8 +225,9 @@ struct exs_scq {
 };
 /* room for `need` completions in a CQ of d's (a new one if none has it) */
 struct exs_scq *exs_cq_reserve(struct exs_dev *d, uint32_t need, int *ret_err);
-/* give it back; `stale`: completions of the connection may still be in it */
-void exs_cq_release(struct exs_scq *q, uint32_t need, bool stale);
+/* give it back; `stale`: completions of the connection may still be in it;
+ * `locked`: exs_g.lock is held (an emptied CQ may go) */
+void exs_cq_release(struct exs_scq *q, uint32_t need, bool stale, bool locked);
 void exs_cq_drained(struct exs_scq *q);
 struct exs_scq *exs_cq_of(struct exs_dev *d, struct ibv_cq *cq);
 void exs_cq_arm(struct exs_scq *q);
