@@ -173,6 +173,21 @@ static bool is_iwarp(struct rdma_cm_id *id)
 	return id->verbs && id->verbs->device->transport_type == IBV_TRANSPORT_IWARP;
 }
 
+/* The attributes an accepting QP is given before its QpReady: INIT, and on
+ * IB/RoCE also RTR and RTS (it must reach RTS before rdma_accept). The
+ * count, or -errno. */
+static int accept_attrs(struct ep *e, ExsCtl__QpAttr a[3], uint8_t gid[3][16])
+{
+	int ret = qp_attr(e->id, IBV_QPS_INIT, &a[0], gid[0]);
+
+	if (ret || e->iwarp)
+		return ret ? ret : 1;
+	ret = qp_attr(e->id, IBV_QPS_RTR, &a[1], gid[1]);
+	if (!ret)
+		ret = qp_attr(e->id, IBV_QPS_RTS, &a[2], gid[2]);
+	return ret ? ret : 3;
+}
+
 static void on_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	struct ep *e = arg;
@@ -430,11 +445,48 @@ static uint8_t rd_depth(struct rdma_cm_id *id, uint8_t peer)
 	return (uint8_t)(d < 1 ? 1 : d);
 }
 
+/* Whether e's client may be asked for another QP (Rebuild). */
+static bool may_rebuild(const struct ep *e)
+{
+	return e->c->rebuild && e->rebuilds < EXSD_QP_REBUILDS;
+}
+
+/*
+ * The QP that e's client named in QpReady (for socket `sock`, passive
+ * request `conn`) failed the ownership check in a way Linux 6.1's QP-number
+ * race can cause: ask the client for another, with the attributes the
+ * first one was given (exs_control.proto, Rebuild). 0, or -errno when the
+ * attributes cannot be had.
+ */
+static int ask_rebuild(struct ep *e, uint32_t sock, uint32_t conn)
+{
+	ExsCtl__Msg m;
+	ExsCtl__Rebuild r = EXS_CTL__REBUILD__INIT;
+	ExsCtl__QpAttr a[3], *ap[3] = { &a[0], &a[1], &a[2] };
+	uint8_t gid[3][16];
+	int n = conn ? accept_attrs(e, a, gid) : qp_attr(e->id, IBV_QPS_INIT, &a[0], gid[0]);
+
+	if (n < 0)
+		return n;
+	e->rebuilds++;
+	out_msg_init(&m);
+	r.sock = sock;
+	r.conn = conn;
+	r.n_attrs = conn ? (size_t)n : 1;
+	r.attrs = ap;
+	m.body_case = EXS_CTL__MSG__BODY_REBUILD;
+	m.rebuild = &r;
+	out_send(e->c, &m);
+	return 0;
+}
+
 int cm_qp_ready(struct client *c, ExsCtl__QpReady *m)
 {
 	struct rdma_conn_param p;
 	struct exs_wire_setup w;
 	struct ep *e;
+	bool retry;
+	int ret;
 
 	memset(&p, 0, sizeof(p));
 	p.retry_count = 7;
@@ -450,7 +502,11 @@ int cm_qp_ready(struct client *c, ExsCtl__QpReady *m)
 		if (!e || e->state != EP_REQUESTED || !m->setup || !m->setup->credits ||
 		    m->setup->credits > EXS_LIMIT_CREDITS || ep_find(c, m->sock))
 			return -EINVAL;
-		if (qp_check_owner(c, m->sock, e->id, m->qpn)) {
+		retry = may_rebuild(e);
+		ret = qp_check_owner(c, m->sock, e->id, m->qpn, retry);
+		if (ret) {
+			if (ret == -EPERM && retry && !ask_rebuild(e, m->sock, m->conn))
+				return 0; /* the request stays; the QP comes again */
 			/* the peer is refused; the client's accept goes on waiting */
 			cm_reject(c, &(ExsCtl__Reject){ .conn = m->conn, .err = ECONNREFUSED });
 			return -EPERM;
@@ -480,7 +536,11 @@ int cm_qp_ready(struct client *c, ExsCtl__QpReady *m)
 	if (!e)
 		return -EINVAL;
 	if (e->state == EP_WAIT_QP) {
-		if (qp_check_owner(c, m->sock, e->id, m->qpn)) {
+		retry = may_rebuild(e);
+		ret = qp_check_owner(c, m->sock, e->id, m->qpn, retry);
+		if (ret == -EPERM && retry && !ask_rebuild(e, m->sock, 0))
+			return 0;
+		if (ret) {
 			ep_fail(e, EPERM);
 			ep_free(e);
 			return 0;
@@ -576,7 +636,7 @@ int cm_adopt(struct client *c, ExsCtl__Adopt *m)
 {
 	struct ibv_device **list;
 	bool iwarp = false;
-	int n = 0, k, index = -1, ret;
+	int n = 0, k, index = -1;
 	struct ep *e;
 
 	if (check_sockaddr(&m->local_addr) || check_sockaddr(&m->peer_addr) || !m->agreed ||
@@ -597,9 +657,8 @@ int cm_adopt(struct client *c, ExsCtl__Adopt *m)
 		return -ENODEV;
 	if (iwarp)
 		return -EOPNOTSUPP; /* an iWARP connection ended with its CM endpoint */
-	ret = qp_check_owner_on(c, m->sock, m->device, index, 0, m->qpn);
-	if (ret)
-		return ret;
+	if (qp_check_owner_on(c, m->sock, m->device, index, 0, m->qpn, false))
+		return -EPERM;
 	e = ep_new(c);
 	if (!e)
 		return -ENOBUFS;
@@ -746,7 +805,7 @@ static void on_request(struct ep *l, struct rdma_cm_event *ev)
 	ExsCtl__QpAttr a[3], *ap[3] = { &a[0], &a[1], &a[2] };
 	uint8_t gid[3][16];
 	struct ep *e = NULL;
-	int ret, n = 1;
+	int ret, n = 0;
 
 	ret = setup_decode(ev->param.conn.private_data, ev->param.conn.private_data_len,
 			   EXS_WIRE_SETUP_REQUEST, &req);
@@ -767,14 +826,8 @@ static void on_request(struct ep *l, struct rdma_cm_event *ev)
 		e->peer_rd_in = ev->param.conn.responder_resources;
 		e->peer_rd_out = ev->param.conn.initiator_depth;
 		l->pending++;
-		ret = qp_attr(id, IBV_QPS_INIT, &a[0], gid[0]);
-		if (!ret && !e->iwarp) {
-			/* IB/RoCE: the acceptor's QP must reach RTS before rdma_accept */
-			ret = qp_attr(id, IBV_QPS_RTR, &a[1], gid[1]);
-			if (!ret)
-				ret = qp_attr(id, IBV_QPS_RTS, &a[2], gid[2]);
-			n = 3;
-		}
+		n = accept_attrs(e, a, gid);
+		ret = n < 0 ? n : 0;
 	}
 	if (ret) {
 		exsd_log(LOG_INFO, "connection request to client %u sock %u refused: %s", l->c->id,

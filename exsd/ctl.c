@@ -94,6 +94,7 @@ static bool dispatch(struct client *c, ExsCtl__Msg *m)
 		c->hello = true;
 		evtimer_del(c->timer);
 		c->observer = m->hello->observer;
+		c->rebuild = m->hello->rebuild;
 		c->low_ports = c->uid == 0 || proc_has_cap(c->pid, CAP_NET_BIND_SERVICE);
 		out_msg_init(&r);
 		r.seq = m->seq;

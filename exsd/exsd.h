@@ -39,6 +39,7 @@
 #define EXSD_MAX_EPS_PER_CLIENT 4096
 #define EXSD_RESOLVE_MS 2000
 #define EXSD_CONNECT_MS 30000
+#define EXSD_QP_REBUILDS 3	/* QPs a connection's client may be asked for again (Rebuild) */
 #define EXSD_DEFAULT_CREDITS 32	/* libexs's own default (EXS_DEFAULT_CREDITS) */
 #define EXSD_DEFAULT_SP_MAX 256	/* libexs's own default (EXS_DEFAULT_SP_MAX) */
 #ifndef EXSD_DEFAULT_CONFIG
@@ -182,6 +183,7 @@ struct ep {
 	struct exs_wire_setup offer;	/* active: ours; passive: the peer's */
 	struct exs_wire_setup agreed;
 	uint8_t peer_rd_in, peer_rd_out; /* passive: the request's responder_resources, initiator_depth */
+	uint8_t rebuilds;	/* times its client was asked for another QP (Rebuild) */
 	struct event *timer;
 	uint16_t eph_port;	/* an ephemeral port exsd picked for it, 0 none */
 	/* adopted (cm_adopt): a connection set up by an exsd that has gone
@@ -230,6 +232,7 @@ struct client {
 	char comm[17];
 	bool hello, observer, monitor;
 	bool low_ports;		/* uid 0 or CAP_NET_BIND_SERVICE at hello: may bind < 1024 */
+	bool rebuild;		/* its libexs takes Rebuild (Hello.rebuild) */
 	uint64_t created_ms;
 	unsigned neps;
 	struct ep *eps;
@@ -309,9 +312,9 @@ void view_event(struct ep *e, const char *event, int err);
 
 /* qpown.c: whether a client owns the QP it names */
 int qp_owner(uint32_t dev_index, uint32_t port, uint32_t qpn, pid_t *pid);
-int qp_check_owner(struct client *c, uint32_t sock, struct rdma_cm_id *id, uint32_t qpn);
+int qp_check_owner(struct client *c, uint32_t sock, struct rdma_cm_id *id, uint32_t qpn, bool retry);
 int qp_check_owner_on(struct client *c, uint32_t sock, const char *dev, int index, uint32_t port,
-		      uint32_t qpn);
+		      uint32_t qpn, bool retry);
 
 /* negotiate.c */
 void setup_encode(struct exs_wire_setup *w, uint8_t kind, const struct exs_wire_setup *v);

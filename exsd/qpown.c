@@ -243,20 +243,26 @@ static pid_t tgid_of(pid_t pid)
 }
 
 /*
- * Whether client c may have QP `qpn` of `id`'s device brokered: 0, or
- * -EPERM with a warning that names the client, the QP and its owner.
+ * Whether client c may have QP `qpn` of `id`'s device brokered: 0; -EPERM
+ * when the tracker does not know the QP or names another owner or none
+ * (Linux 6.1's QP-number race can do either to an honest client: see
+ * Rebuild in exs_control.proto); -EIO when the tracker cannot be asked.
+ * A refusal is logged as a warning that names the client, the QP and its
+ * owner, or, when `retry` (the client is asked for another QP), as a notice.
  */
-int qp_check_owner(struct client *c, uint32_t sock, struct rdma_cm_id *id, uint32_t qpn)
+int qp_check_owner(struct client *c, uint32_t sock, struct rdma_cm_id *id, uint32_t qpn, bool retry)
 {
 	return qp_check_owner_on(c, sock, ibv_get_device_name(id->verbs->device),
-				 ibv_get_device_index(id->verbs->device), id->port_num, qpn);
+				 ibv_get_device_index(id->verbs->device), id->port_num, qpn, retry);
 }
 
 /* The same for QP `qpn` of device `dev` (kernel index `index`, port `port`
  * or 0 when not known). */
 int qp_check_owner_on(struct client *c, uint32_t sock, const char *dev, int index, uint32_t port,
-		      uint32_t qpn)
+		      uint32_t qpn, bool retry)
 {
+	const char *then = retry ? "asking for another" : "refused";
+	int level = retry ? LOG_NOTICE : LOG_WARNING;
 	pid_t owner = 0, tgid = 0;
 	int ret;
 
@@ -269,17 +275,19 @@ int qp_check_owner_on(struct client *c, uint32_t sock, const char *dev, int inde
 		if (!ret && owner > 0)
 			tgid = tgid_of(owner); /* for the warning */
 	}
-	if (ret && ret != -ENOENT)
+	if (ret && ret != -ENOENT) {
 		exsd_log(LOG_ERR, "client %u (%s, pid %d) sock %u: cannot ask the kernel who owns QP %u on %s (%s): refused",
 			 c->id, c->comm, (int)c->pid, sock, qpn, dev, strerror(-ret));
-	else if (ret)
-		exsd_log(LOG_WARNING, "client %u (%s, pid %d) sock %u: QP %u on %s does not exist: refused",
-			 c->id, c->comm, (int)c->pid, sock, qpn, dev);
+		return -EIO;
+	}
+	if (ret)
+		exsd_log(level, "client %u (%s, pid %d) sock %u: QP %u on %s does not exist: %s",
+			 c->id, c->comm, (int)c->pid, sock, qpn, dev, then);
 	else if (owner <= 0)
-		exsd_log(LOG_WARNING, "client %u (%s, pid %d) sock %u: QP %u on %s belongs to no live process: refused",
-			 c->id, c->comm, (int)c->pid, sock, qpn, dev);
+		exsd_log(level, "client %u (%s, pid %d) sock %u: QP %u on %s belongs to no live process: %s",
+			 c->id, c->comm, (int)c->pid, sock, qpn, dev, then);
 	else
-		exsd_log(LOG_WARNING, "client %u (%s, pid %d) sock %u: QP %u on %s belongs to pid %d (process %d), not to the client: refused",
-			 c->id, c->comm, (int)c->pid, sock, qpn, dev, (int)owner, (int)tgid);
+		exsd_log(level, "client %u (%s, pid %d) sock %u: QP %u on %s belongs to pid %d (process %d), not to the client: %s",
+			 c->id, c->comm, (int)c->pid, sock, qpn, dev, (int)owner, (int)tgid, then);
 	return -EPERM;
 }

@@ -201,7 +201,9 @@ static int send_qp_ready(struct exs_sock *s, uint32_t req, bool with_setup)
 	return exs_ctl_send(&m);
 }
 
-static int new_conn(struct exs_sock *s, const char *dev, bool iwarp)
+/* s's connection over device `dev`: a spare if there is one (`spare`),
+ * else a new one */
+static int new_conn(struct exs_sock *s, const char *dev, bool iwarp, bool spare)
 {
 	struct exs_conn_cfg cfg = {
 		.credits = s->cfg_credits,
@@ -211,6 +213,8 @@ static int new_conn(struct exs_sock *s, const char *dev, bool iwarp)
 		.busy_poll = s->fd_flags & EXS_FD_BUSYPOLL,
 	};
 
+	if (!spare)
+		return exs_conn_create(s->fd, s->type, dev, iwarp, &cfg, s->id, &s->conn);
 	return exs_spare_take(s->fd, s->type, dev, iwarp, &cfg, s->id, &s->conn);
 }
 
@@ -235,7 +239,7 @@ static int accept_one(struct exs_sock *ls, const ExsCtl__ConnRequest *rq,
 	ns->known_to_exsd = true;
 	copy_addr(&ns->peer, &ns->peer_len, &rq->peer_addr);
 	copy_addr(&ns->local, &ns->local_len, &rq->local_addr);
-	ret = new_conn(ns, rq->device, rq->iwarp);
+	ret = new_conn(ns, rq->device, rq->iwarp, true);
 	if (!ret && rq->iwarp)
 		exs_conn_await_hello(ns->conn); /* MPA: the initiator sends first */
 	if (!ret && (ret = apply_attrs(ns->conn, rq->n_attrs, rq->attrs)) && EXS_DEBUG_ON())
@@ -489,6 +493,40 @@ static void qp_step_done(struct exs_sock *s, int ret)
 	}
 }
 
+/*
+ * exsd's ownership check did not find s's QP given to this process, which
+ * Linux 6.1's QP-number race can do (exs_control.proto, Rebuild): build
+ * another connection while the refused one still holds its QP number,
+ * give it the same attributes, let the refused one go, and name the new QP.
+ */
+static void rebuild(struct exs_sock *s, const ExsCtl__Rebuild *r)
+{
+	struct exs_conn *old = s->conn;
+	bool passive = s->state == EXS_S_ACCEPTING;
+	int ret;
+
+	if (EXS_DEBUG_ON())
+		exs_debug("fd %d: exsd did not find QP %u in the kernel's tracker: building another",
+			  s->fd, old->qp->qp_num);
+	s->conn = NULL;
+	ret = new_conn(s, old->dev->name, old->iwarp, false);
+	if (!ret && passive && old->iwarp)
+		exs_conn_await_hello(s->conn);
+	if (!ret)
+		ret = apply_attrs(s->conn, r->n_attrs, r->attrs);
+	exs_conn_destroy(old);
+	if (!ret)
+		ret = send_qp_ready(s, r->conn, passive);
+	if (!ret)
+		return;
+	if (!passive) {
+		qp_step_done(s, ret);
+		return;
+	}
+	exs_sock_reject(r->conn, ECONNREFUSED); /* as accept_one does */
+	requeue_accept(s);
+}
+
 /* ---- live counters for exsctl, asked for by exsd */
 
 static void stats(uint32_t seq)
@@ -543,11 +581,17 @@ void exs_broker_input(ExsCtl__Msg *m)
 	case EXS_CTL__MSG__BODY_ROUTE:
 		s = exs_sock_by_id(m->route->sock);
 		if (s && s->state == EXS_S_CONNECTING && !s->conn) {
-			ret = new_conn(s, m->route->device, m->route->iwarp);
+			ret = new_conn(s, m->route->device, m->route->iwarp, true);
 			if (!ret && m->route->init)
 				ret = exs_conn_modify(s->conn, m->route->init);
 			qp_step_done(s, ret);
 		}
+		break;
+	case EXS_CTL__MSG__BODY_REBUILD:
+		s = exs_sock_by_id(m->rebuild->sock);
+		if (s && s->conn &&
+		    (s->state == EXS_S_CONNECTING ? !m->rebuild->conn : s->state == EXS_S_ACCEPTING))
+			rebuild(s, m->rebuild);
 		break;
 	case EXS_CTL__MSG__BODY_RTR:
 		s = exs_sock_by_id(m->rtr->sock);

@@ -152,6 +152,7 @@ static int ctl_open(void)
 	exs_ctl_msg_init(&m);
 	hello.pid = (uint32_t)getpid();
 	hello.comm = comm;
+	hello.rebuild = true; /* broker.c takes Rebuild */
 	m.body_case = EXS_CTL__MSG__BODY_HELLO;
 	m.hello = &hello;
 	m.seq = ++exs_g.ctl_seq;

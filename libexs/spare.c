@@ -10,18 +10,14 @@
  * outside exs_g.lock. A socket of another configuration builds its own, as
  * before. EXS_SPARE_QPS=0 in the environment turns spares off.
  *
- * Not on iWARP. With spares, siw once failed a set-up (the passive side's,
- * "EAGAIN" at the peer) in 2 of 5 conformance runs and a spare's build
- * with EIO: that was libsiw's page-144 key (siw_guard() in verbs.c). With
- * the guard and spares, the connect benchmark on siw still failed 3 of 6
- * rounds: exsd found no QP of the number the client sent ("QP 9 on siw0
- * does not exist", EPERM or ECONNREFUSED at the client). That is the
- * kernel's: Linux 6.1 frees a QP's number in the driver's destroy and takes
- * the QP out of the resource tracker only after, and siw gives the lowest
- * free number at once, so a QP made in between (by any process) is never
- * tracked (later kernels remove it from the tracker first). Spares make
- * creates overlap destroys far more often; serializing the two within the
- * process (tried) still left 2 of 3 rounds of 64 connects at once failing.
+ * On iWARP too. Linux 6.1 frees a QP's number in the driver's destroy and
+ * takes the QP out of the resource tracker only after, and siw gives the
+ * lowest free number at once, so a QP made in between (by any process) is
+ * never tracked and exsd's ownership check refuses it ("QP 9 on siw0 does
+ * not exist"). Spares make creates overlap destroys far more often: the
+ * connect benchmark on siw failed 3 of 6 rounds with them, so they were
+ * off on iWARP until exsd learnt to ask for another QP instead of failing
+ * (Rebuild in exs_control.proto; broker.c builds it without a spare).
  *
  * A spare is an ordinary connection that no socket has adopted yet
  * (exs_conn_adopt): its CQ reports to nobody and nothing is posted on it.
@@ -125,7 +121,7 @@ int exs_spare_take(int fd, int type, const char *devname, bool iwarp,
 	struct exs_conn *c;
 	int i;
 
-	if (!enabled() || iwarp)
+	if (!enabled())
 		return exs_conn_create(fd, type, devname, iwarp, cfg, owner, ret_conn);
 	for (i = 0; i < SPARE_KINDS; i++) {
 		if (!spares[i].dev)
