@@ -188,8 +188,8 @@ void exs_cq_release(struct exs_scq *q, uint32_t need, bool stale, bool locked)
 
 	pthread_mutex_lock(&cq_lock);
 	q->used -= need;
-	if (stale)
-		q->stale += need;
+	if (stale) /* read without the lock by exs_cq_drained */
+		__atomic_store_n(&q->stale, q->stale + need, __ATOMIC_RELAXED);
 	q->nconn--;
 	/* an empty CQ goes, unless it is the device's last one; only under
 	 * exs_g.lock, which every poller holds while it walks the list */
@@ -205,10 +205,16 @@ void exs_cq_release(struct exs_scq *q, uint32_t need, bool stale, bool locked)
 	pthread_mutex_unlock(&cq_lock);
 }
 
+/* Called after every poll that found the CQ empty, a busy poll's every
+ * turn included: the lock only when there is stale room to forget. A
+ * connection whose room turns stale meanwhile goes under exs_g.lock, which
+ * the poller holds, so none is missed or forgotten too early. */
 void exs_cq_drained(struct exs_scq *q)
 {
+	if (!__atomic_load_n(&q->stale, __ATOMIC_RELAXED))
+		return;
 	pthread_mutex_lock(&cq_lock);
-	q->stale = 0;
+	__atomic_store_n(&q->stale, 0, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&cq_lock);
 }
 
