@@ -127,7 +127,9 @@ int exs_dev_refused(const struct exs_dev *d, enum exs_dev_table t, int err)
 	int64_t n = dev_count(d, t);
 
 	/* one short counts as full: rxe refuses its MR table's last entry
-	 * (524,286 of max_mr 524,287 in the guest) */
+	 * (524,286 of max_mr 524,287 in the guest), and siw counts a
+	 * destroyed QP until its last reference goes, after the tracker
+	 * let it go (a listener at the limit saw 102,399 of 102,400) */
 	if (max[t] <= 0 || n < 0 || n + 1 < max[t])
 		return err;
 	if (EXS_DEBUG_ON())
