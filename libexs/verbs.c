@@ -27,11 +27,12 @@
  * process of the host. One that is full refuses the next with an errno
  * that does not say so: in the guest's Linux 6.1, siw says ENOMEM (as it
  * does for memory), rxe EINVAL for a PD and ENOMEM for an MR (its tables
- * of QPs and CQs hold a million, more than a few GiB of memory make). So a refusal
- * is checked against the kernel's count of the device's objects (the RDMA
- * netlink resource summary, `rdma resource show`, which any user may
- * read): a full table is ENOBUFS, with one line under EXS_DEBUG; anything
- * else keeps the driver's errno. Asked only after a refusal.
+ * of QPs and CQs hold a million, more than a few GiB of memory make). So
+ * a refusal is checked against the kernel's count of the device's objects
+ * (the RDMA netlink resource summary, `rdma resource show`, which any user
+ * may read): a full table is ENOBUFS, with one line under EXS_DEBUG;
+ * anything else keeps the driver's errno. Asked only after a refusal (a
+ * few seconds under TCG with a million MRs: the kernel counts them).
  */
 static const char *const tab_name[] = {
 	[EXS_TAB_PD] = "pd", [EXS_TAB_CQ] = "cq", [EXS_TAB_QP] = "qp", [EXS_TAB_MR] = "mr",
