@@ -222,7 +222,7 @@ int exs_conn_build(struct exs_dev *dev, int type, bool iwarp, const struct exs_c
 		c->sfree[c->nsfree++] = credits - 1 - i;
 	}
 	what = "ibv_reg_mr";
-	c->mem_mr = ibv_reg_mr(c->dev->pd, c->mem, n, IBV_ACCESS_LOCAL_WRITE);
+	c->mem_mr = exs_verbs_reg_mr(c->dev, c->mem, n, IBV_ACCESS_LOCAL_WRITE);
 	if (!c->mem_mr)
 		goto fail_errno;
 	qa.qp_type = IBV_QPT_RC;
@@ -244,11 +244,8 @@ int exs_conn_build(struct exs_dev *dev, int type, bool iwarp, const struct exs_c
 	qa.cap.max_send_sge = c->max_sge;
 	qa.cap.max_recv_sge = 1;
 	qa.cap.max_inline_data = c->inline_max;
-	/* errno cleared: a provider may fail without setting it (libsiw
-	 * does, for a CQ and a QP alike: siw_guard() in verbs.c) */
 	what = "ibv_create_qp";
-	errno = 0;
-	c->qp = ibv_create_qp(c->dev->pd, &qa);
+	c->qp = exs_verbs_create_qp(c->dev, &qa);
 	if (!c->qp)
 		goto fail_errno;
 	/* last: from here on only exs_g.lock's holder destroys it, so the
@@ -806,7 +803,7 @@ static int segs_mem(struct exs_conn *c, struct exs_op *op)
 		if (g->mreg)
 			mr = exs_mreg_mr(g->mreg, c->dev);
 		else
-			mr = g->tmp_mr = ibv_reg_mr(c->dev->pd, g->addr, g->len, 0);
+			mr = g->tmp_mr = exs_verbs_reg_mr(c->dev, g->addr, g->len, 0);
 		if (!mr) {
 			int err = errno ? errno : ENOMEM;
 
@@ -823,7 +820,7 @@ static int segs_mem(struct exs_conn *c, struct exs_op *op)
  * when it completes (op_complete) or never starts (op_unstart). */
 static int reg_alone(struct exs_conn *c, struct exs_op *op, int access)
 {
-	op->tmp_mr = ibv_reg_mr(c->dev->pd, op->lbuf, op->len, access);
+	op->tmp_mr = exs_verbs_reg_mr(c->dev, op->lbuf, op->len, access);
 	if (!op->tmp_mr)
 		return -(errno ? errno : ENOMEM);
 	op->rkey = op->tmp_mr->rkey;
@@ -2152,9 +2149,9 @@ static int persist_start(struct exs_conn *c, const struct exs_op *t)
 		memset(op, 0, sizeof(*op));
 		return ret;
 	}
-	op->pmr = ibv_reg_mr(c->dev->pd, op->buf, op->len,
-			     recv ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE :
-				    IBV_ACCESS_REMOTE_READ);
+	op->pmr = exs_verbs_reg_mr(c->dev, op->buf, op->len,
+				   recv ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE :
+					  IBV_ACCESS_REMOTE_READ);
 	if (!op->pmr) {
 		ret = -(errno ? errno : ENOMEM);
 		op_unstart(op);

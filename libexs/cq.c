@@ -144,9 +144,7 @@ static struct exs_scq *scq_new(struct exs_dev *d, uint32_t need, int *ret_err)
 		*ret_err = ENOMEM;
 		return NULL;
 	}
-	/* errno cleared: a provider may fail without setting it (siw_guard()) */
-	errno = 0;
-	q->cq = ibv_create_cq(d->ctx, (int)n, q, d->chan, 0);
+	q->cq = exs_verbs_create_cq(d, (int)n, q, d->chan);
 	if (!q->cq || ibv_req_notify_cq(q->cq, 0)) {
 		*ret_err = errno ? errno : EIO;
 		if (q->cq)

@@ -198,6 +198,7 @@ unsigned exs_spin_budget(unsigned spin_us, uint64_t waited_us, unsigned ceiling_
 /* ---- verbs.c: devices and registrations */
 struct exs_dev {
 	int index;
+	int kindex; /* the kernel's index of it (RDMA netlink), or -1 */
 	char name[IBV_SYSFS_NAME_MAX];
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
@@ -258,6 +259,16 @@ int exs_mreg_modify(struct exs_mreg *m, size_t len, int flags);
 int exs_mreg_covering(exs_mhandle_t mh, const char *p, size_t len, int kind,
 		      struct exs_mreg **ret_m);
 struct ibv_mr *exs_mreg_mr(struct exs_mreg *m, struct exs_dev *d);
+/* A device's tables of objects; a refusal (errno err) of one of them, as
+ * the errno to report: ENOBUFS if that table is full, else err */
+enum exs_dev_table { EXS_TAB_PD, EXS_TAB_CQ, EXS_TAB_QP, EXS_TAB_MR };
+int exs_dev_refused(const struct exs_dev *d, enum exs_dev_table t, int err);
+/* ibv_create_qp (on d's PD), ibv_create_cq, ibv_reg_mr (on d's PD): NULL
+ * with errno set as exs_dev_refused says */
+struct ibv_qp *exs_verbs_create_qp(struct exs_dev *d, struct ibv_qp_init_attr *qa);
+struct ibv_cq *exs_verbs_create_cq(struct exs_dev *d, int n, void *ctx,
+				   struct ibv_comp_channel *chan);
+struct ibv_mr *exs_verbs_reg_mr(struct exs_dev *d, void *addr, size_t len, int access);
 int exs_verbs_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, bool guard);
 int exs_verbs_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask, bool guard);
 void exs_verbs_destroy_qp(struct ibv_qp *qp, bool guard);

@@ -8,13 +8,173 @@
  * exs_mderegister. Called with exs_g.lock held unless noted.
  */
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <linux/netlink.h>
+#include <rdma/rdma_netlink.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 
 #include "exs_int.h"
+
+/*
+ * ---- a device's tables. A device keeps at most max_qp QPs, max_cq CQs,
+ * max_mr MRs and max_pd PDs (ibv_query_device), counted over every
+ * process of the host. One that is full refuses the next with an errno
+ * that does not say so: in the guest's Linux 6.1, siw says ENOMEM (as it
+ * does for memory), rxe EINVAL for a PD and ENOMEM for an MR (its tables
+ * of QPs and CQs hold a million, more than a few GiB of memory make). So
+ * a refusal is checked against the kernel's count of the device's objects
+ * (the RDMA netlink resource summary, `rdma resource show`, which any user
+ * may read): a full table is ENOBUFS, with one line under EXS_DEBUG;
+ * anything else keeps the driver's errno. Asked only after a refusal (a
+ * few seconds under TCG with a million MRs: the kernel counts them).
+ */
+static const char *const tab_name[] = {
+	[EXS_TAB_PD] = "pd", [EXS_TAB_CQ] = "cq", [EXS_TAB_QP] = "qp", [EXS_TAB_MR] = "mr",
+};
+
+/* The summary's count of `name` in netlink attributes [a, a + len) */
+static int64_t summary_count(const char *a, size_t len, int want, const char *name)
+{
+	while (len >= NLA_HDRLEN) {
+		const struct nlattr *na = (const struct nlattr *)a;
+		size_t alen = na->nla_len, step = NLA_ALIGN(alen);
+		int type = na->nla_type & NLA_TYPE_MASK;
+		const char *body = a + NLA_HDRLEN;
+
+		if (alen < NLA_HDRLEN || alen > len)
+			return -1;
+		if (type == want && want == RDMA_NLDEV_ATTR_RES_SUMMARY) {
+			return summary_count(body, alen - NLA_HDRLEN,
+					     RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY, name);
+		} else if (type == want) { /* an entry: its name, its count */
+			const char *b = body, *end = a + alen, *ename = NULL;
+			int64_t cur = -1;
+
+			while (end - b >= NLA_HDRLEN) {
+				const struct nlattr *e = (const struct nlattr *)b;
+
+				if (e->nla_len < NLA_HDRLEN || e->nla_len > end - b)
+					break;
+				if (e->nla_type == RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY_NAME)
+					ename = b + NLA_HDRLEN;
+				else if (e->nla_type == RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY_CURR &&
+					 e->nla_len == NLA_HDRLEN + sizeof(uint64_t))
+					memcpy(&cur, b + NLA_HDRLEN, sizeof(cur));
+				b += NLA_ALIGN(e->nla_len);
+			}
+			if (ename && cur >= 0 &&
+			    !strncmp(ename, name, (size_t)(end - ename)))
+				return cur;
+		}
+		if (step >= len)
+			break;
+		a += step;
+		len -= step;
+	}
+	return -1;
+}
+
+/* How many objects of a kind the device holds now, or -1 if unknown */
+static int64_t dev_count(const struct exs_dev *d, enum exs_dev_table t)
+{
+	struct {
+		struct nlmsghdr h;
+		struct nlattr a;
+		uint32_t index;
+	} req = {
+		.h = { .nlmsg_len = sizeof(req), .nlmsg_flags = NLM_F_REQUEST, .nlmsg_seq = 1,
+		       .nlmsg_type = RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, RDMA_NLDEV_CMD_RES_GET) },
+		.a = { .nla_len = NLA_HDRLEN + sizeof(uint32_t), .nla_type = RDMA_NLDEV_ATTR_DEV_INDEX },
+		.index = (uint32_t)d->kindex,
+	};
+	struct timeval tv = { .tv_sec = 1 };
+	union {
+		struct nlmsghdr h;
+		char b[8192];
+	} rep;
+	int64_t n = -1;
+	ssize_t len;
+	int fd;
+
+	if (d->kindex < 0)
+		return -1;
+	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_RDMA);
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (send(fd, &req, sizeof(req), 0) == (ssize_t)sizeof(req)) {
+		len = recv(fd, &rep, sizeof(rep), 0);
+		if (len >= (ssize_t)NLMSG_HDRLEN && NLMSG_OK(&rep.h, (size_t)len) &&
+		    rep.h.nlmsg_type != NLMSG_ERROR)
+			n = summary_count(NLMSG_DATA(&rep.h), rep.h.nlmsg_len - NLMSG_HDRLEN,
+					  RDMA_NLDEV_ATTR_RES_SUMMARY, tab_name[t]);
+	}
+	close(fd);
+	return n;
+}
+
+int exs_dev_refused(const struct exs_dev *d, enum exs_dev_table t, int err)
+{
+	const int max[] = {
+		[EXS_TAB_PD] = d->attr.max_pd, [EXS_TAB_CQ] = d->attr.max_cq,
+		[EXS_TAB_QP] = d->attr.max_qp, [EXS_TAB_MR] = d->attr.max_mr,
+	};
+	int64_t n = dev_count(d, t);
+
+	/* one short counts as full: rxe refuses its MR table's last entry
+	 * (524,286 of max_mr 524,287 in the guest), and siw counts a
+	 * destroyed QP until its last reference goes, after the tracker
+	 * let it go (a listener at the limit saw 102,399 of 102,400) */
+	if (max[t] <= 0 || n < 0 || n + 1 < max[t])
+		return err;
+	if (EXS_DEBUG_ON())
+		exs_debug("%s: the device's table of %ss is full (%" PRId64 " of max_%s %d): "
+			  "ENOBUFS, not the driver's %s", d->name, tab_name[t], n, tab_name[t],
+			  max[t], strerror(err));
+	return ENOBUFS;
+}
+
+struct ibv_qp *exs_verbs_create_qp(struct exs_dev *d, struct ibv_qp_init_attr *qa)
+{
+	struct ibv_qp *qp;
+
+	/* errno cleared: a provider may fail without setting it (libsiw
+	 * does, for a CQ and a QP alike: siw_guard()) */
+	errno = 0;
+	qp = ibv_create_qp(d->pd, qa);
+	if (!qp)
+		errno = exs_dev_refused(d, EXS_TAB_QP, errno ? errno : EIO);
+	return qp;
+}
+
+struct ibv_cq *exs_verbs_create_cq(struct exs_dev *d, int n, void *ctx,
+				   struct ibv_comp_channel *chan)
+{
+	struct ibv_cq *cq;
+
+	errno = 0;
+	cq = ibv_create_cq(d->ctx, n, ctx, chan, 0);
+	if (!cq)
+		errno = exs_dev_refused(d, EXS_TAB_CQ, errno ? errno : EIO);
+	return cq;
+}
+
+struct ibv_mr *exs_verbs_reg_mr(struct exs_dev *d, void *addr, size_t len, int access)
+{
+	struct ibv_mr *mr;
+
+	errno = 0;
+	mr = ibv_reg_mr(d->pd, addr, len, access);
+	if (!mr)
+		errno = exs_dev_refused(d, EXS_TAB_MR, errno ? errno : ENOMEM);
+	return mr;
+}
 
 /* Is a QP with this much inline data what the device takes? */
 static bool inline_ok(struct exs_dev *d, struct ibv_cq *cq, uint32_t n)
@@ -24,7 +184,7 @@ static bool inline_ok(struct exs_dev *d, struct ibv_cq *cq, uint32_t n)
 		.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1,
 			 .max_recv_sge = 1, .max_inline_data = n },
 	};
-	struct ibv_qp *qp = ibv_create_qp(d->pd, &qa);
+	struct ibv_qp *qp = exs_verbs_create_qp(d, &qa);
 
 	if (!qp)
 		return false;
@@ -35,15 +195,24 @@ static bool inline_ok(struct exs_dev *d, struct ibv_cq *cq, uint32_t n)
 /*
  * §7.3: the largest inline size the device accepts, found by asking it
  * (providers refuse a QP whose max_inline_data is above their limit; the
- * device attributes do not say the limit). A binary search, once per device.
+ * device attributes do not say the limit). A binary search, once per
+ * device. A device that makes no QP at all (its table of QPs or CQs is
+ * full) is not opened: -errno, so that a later connect asks again instead
+ * of keeping an inline size of 0 for the life of the process.
  */
-static uint32_t probe_inline(struct exs_dev *d)
+static int probe_inline(struct exs_dev *d)
 {
-	struct ibv_cq *cq = ibv_create_cq(d->ctx, 2, NULL, NULL, 0);
+	struct ibv_cq *cq = exs_verbs_create_cq(d, 2, NULL, NULL);
 	uint32_t lo = 0, hi = EXS_MAX_INLINE;
+	int err;
 
 	if (!cq)
-		return 0;
+		return -errno;
+	if (!inline_ok(d, cq, 0)) {
+		err = errno;
+		ibv_destroy_cq(cq);
+		return -err;
+	}
 	if (inline_ok(d, cq, hi))
 		lo = hi;
 	while (hi - lo > 1) {
@@ -55,7 +224,8 @@ static uint32_t probe_inline(struct exs_dev *d)
 			hi = mid;
 	}
 	ibv_destroy_cq(cq);
-	return lo;
+	d->max_inline = lo;
+	return 0;
 }
 
 /*
@@ -158,11 +328,19 @@ struct exs_dev *exs_dev_get(const char *name, int *ret_err)
 	d->max_chunks = (unsigned)((EXS_MAX_XFER + d->max_msg_sz - 1) / d->max_msg_sz);
 	if (d->max_chunks > EXS_MAX_CHUNKS)
 		d->max_chunks = EXS_MAX_CHUNKS;
+	d->kindex = ibv_get_device_index(list[i]);
+	errno = 0;
 	d->pd = ibv_alloc_pd(d->ctx);
-	d->chan = d->pd ? ibv_create_comp_channel(d->ctx) : NULL;
+	if (!d->pd) {
+		err = exs_dev_refused(d, EXS_TAB_PD, errno ? errno : ENOMEM);
+		goto fail;
+	}
+	d->chan = ibv_create_comp_channel(d->ctx);
 	if (!d->chan)
 		goto fail;
-	d->max_inline = probe_inline(d);
+	err = -probe_inline(d);
+	if (err)
+		goto fail;
 	fcntl(d->chan->fd, F_SETFL, fcntl(d->chan->fd, F_GETFL) | O_NONBLOCK);
 	d->index = exs_g.ndevs;
 	err = -exs_progress_add_fd(d->chan->fd, d);
@@ -275,7 +453,7 @@ static int mreg_access(int flags)
 struct ibv_mr *exs_mreg_mr(struct exs_mreg *m, struct exs_dev *d)
 {
 	if (!m->mr[d->index])
-		m->mr[d->index] = ibv_reg_mr(d->pd, m->addr, m->len, mreg_access(m->flags));
+		m->mr[d->index] = exs_verbs_reg_mr(d, m->addr, m->len, mreg_access(m->flags));
 	return m->mr[d->index];
 }
 
@@ -299,9 +477,9 @@ int exs_mreg_modify(struct exs_mreg *m, size_t len, int flags)
 	for (i = 0; i < EXS_MAX_DEVS && !err; i++) {
 		if (!m->mr[i])
 			continue;
-		n[i] = ibv_reg_mr(m->mr[i]->pd, m->addr, len, mreg_access(flags));
+		n[i] = exs_verbs_reg_mr(exs_g.devs[i], m->addr, len, mreg_access(flags));
 		if (!n[i])
-			err = errno ? -errno : -ENOMEM;
+			err = -errno;
 	}
 	for (i = 0; i < EXS_MAX_DEVS; i++) {
 		struct ibv_mr *gone = err ? n[i] : m->mr[i];

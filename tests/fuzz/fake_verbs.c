@@ -264,6 +264,13 @@ const char *ibv_get_device_name(struct ibv_device *device)
 	return device->name;
 }
 
+/* no kernel device: libexs asks RDMA netlink nothing about it */
+int ibv_get_device_index(struct ibv_device *device)
+{
+	(void)device;
+	return -1;
+}
+
 static int fv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 static int fv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 
