@@ -176,7 +176,10 @@ struct ibv_mr *exs_verbs_reg_mr(struct exs_dev *d, void *addr, size_t len, int a
 	return mr;
 }
 
-/* Is a QP with this much inline data what the device takes? */
+/* Is a QP with this much inline data what the device takes? Only a QP
+ * without inline data asks the kernel's count when refused: the binary
+ * search's refusals are the inline size's, and each would cost a netlink
+ * round trip on the process's first connect over the device. */
 static bool inline_ok(struct exs_dev *d, struct ibv_cq *cq, uint32_t n)
 {
 	struct ibv_qp_init_attr qa = {
@@ -184,7 +187,7 @@ static bool inline_ok(struct exs_dev *d, struct ibv_cq *cq, uint32_t n)
 		.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1,
 			 .max_recv_sge = 1, .max_inline_data = n },
 	};
-	struct ibv_qp *qp = exs_verbs_create_qp(d, &qa);
+	struct ibv_qp *qp = n ? ibv_create_qp(d->pd, &qa) : exs_verbs_create_qp(d, &qa);
 
 	if (!qp)
 		return false;
