@@ -54,23 +54,27 @@ int __wrap_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	return ret;
 }
 
-int qp_check_owner(struct client *c, uint32_t sock, struct rdma_cm_id *id, uint32_t qpn)
+/* QPs whose number is a multiple of 4 are refused; of those, one of 8 as
+ * a tracker that cannot be asked (-EIO, never rebuilt) */
+int qp_check_owner(struct client *c, uint32_t sock, struct rdma_cm_id *id, uint32_t qpn, bool retry)
 {
 	(void)c;
 	(void)sock;
 	(void)id;
-	return qpn % 4 ? 0 : -EPERM;
+	(void)retry;
+	return qpn % 4 ? 0 : qpn % 32 ? -EPERM : -EIO;
 }
 
 int qp_check_owner_on(struct client *c, uint32_t sock, const char *dev, int index, uint32_t port,
-		      uint32_t qpn)
+		      uint32_t qpn, bool retry)
 {
 	(void)c;
 	(void)sock;
 	(void)dev;
 	(void)index;
 	(void)port;
-	return qpn % 4 ? 0 : -EPERM;
+	(void)retry;
+	return qpn % 4 ? 0 : qpn % 32 ? -EPERM : -EIO;
 }
 
 /* ---- driving exsd */
@@ -204,6 +208,7 @@ static void structured(struct fclient *c, struct in *in)
 	switch (k % 13) {
 	case 0:
 		hello.observer = v & 1;
+		hello.rebuild = v & 2; /* exsd asks it for another refused QP */
 		hello.pid = u32(in);
 		hello.comm = "fuzz";
 		m.body_case = EXS_CTL__MSG__BODY_HELLO;
