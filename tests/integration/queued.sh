@@ -5,8 +5,8 @@
 # backlog that only accepts after QUEUED_MS (63 s), past a minute and past
 # exsd's connect_timeout_ms (30 s by default), must connect then. On rxe0:
 # siw's own MPA exchange gives up after about 10 s, which vm_config shows;
-# rxe's CM would give up after its REQ retries (about 69 s: 16 times
-# rdma_cm's 4.3 s response timeout), as a peer that never answers would.
+# rxe's CM stops resending the request in the end too (by rdma_cm's
+# constants, 16 tries of about 4.3 s, near 69 s: not measured here).
 # Run by `ctest -R vm_queued` (label long) through tests/vm/exs-vm.
 set -u
 . "$(dirname "$0")/lib.sh"
