@@ -190,7 +190,7 @@ extern void (*exs_queue_poll_hook)(int phase);
 #define EXS_SPIN_START_US 50
 #define EXS_SPIN_MAX_US 1000 /* the adaptive budget's default ceiling (exs.conf busy_poll_us) */
 #define EXS_MAX_BUSY_POLL_US 1000000
-#define EXS_SPIN_CLOCK_EVERY 8 /* polls between two readings of the clock */
+#define EXS_SPIN_CLOCK_EVERY 256 /* polls at most between two readings of the clock */
 #define EXS_REARM_US 2000 /* quiet this long, the progress thread takes the CQs back */
 /* The adaptive wait's next budget after a wait that took `waited_us`. */
 unsigned exs_spin_budget(unsigned spin_us, uint64_t waited_us, unsigned ceiling_us);

@@ -385,19 +385,29 @@ static uint64_t now_us(void)
  * budget follows how long waits really take (exs_spin_budget: up to
  * exs.conf's busy_poll_us). EXS_WAIT_BUSY_POLL spins for the
  * whole timeout, EXS_WAIT_NOTIFY never spins. Called with q->lock held;
- * returns with it held.
+ * returns with it held. t0: when the wait began (0: not read, so the spin
+ * reads it if it needs it).
+ *
+ * The clock is read as seldom as the budget allows: where the clocksource
+ * has no vDSO path (a TCG guest), each reading is a system call, and a
+ * ping-pong's wait is over in a few dozen polls. It is read after 16 polls,
+ * then after twice as many each time, at most EXS_SPIN_CLOCK_EVERY apart;
+ * a spin with no end (busy poll, no timeout) never reads it.
  */
-static void spin(struct exs_queue *q, exs_qhandle_t h, unsigned want, const struct timeval *tmo)
+static void spin(struct exs_queue *q, exs_qhandle_t h, unsigned want, const struct timeval *tmo,
+		 uint64_t t0)
 {
-	uint64_t end, budget = q->spin_us;
+	uint64_t end = UINT64_MAX, budget = q->spin_us;
+	unsigned next = 16;
 
 	if (q->wait == EXS_WAIT_NOTIFY || !exs_queue_poll_hook)
 		return;
 	if (q->wait == EXS_WAIT_BUSY_POLL) /* spin for the whole wait */
-		budget = tmo ? (uint64_t)tmo->tv_sec * 1000000 + (uint64_t)tmo->tv_usec : UINT64_MAX / 2;
+		budget = tmo ? (uint64_t)tmo->tv_sec * 1000000 + (uint64_t)tmo->tv_usec : UINT64_MAX;
 	else if (tmo && tmo->tv_sec == 0 && tmo->tv_usec < (long)budget)
 		return;
-	end = now_us() + budget;
+	if (budget != UINT64_MAX)
+		end = (t0 ? t0 : now_us()) + budget;
 	pthread_mutex_unlock(&q->lock);
 	exs_queue_poll_hook(EXS_POLL_BEGIN);
 	for (unsigned i = 1;; i++) {
@@ -405,10 +415,11 @@ static void spin(struct exs_queue *q, exs_qhandle_t h, unsigned want, const stru
 		pthread_mutex_lock(&q->lock);
 		if (q->h != h || !q->live || q->count >= want)
 			break;
-		/* the clock only every few polls: where the clocksource has no
-		 * vDSO path (a TCG guest), each reading is a system call */
-		if (i % EXS_SPIN_CLOCK_EVERY == 0 && now_us() >= end)
-			break;
+		if (i == next) {
+			next += next < EXS_SPIN_CLOCK_EVERY ? next : EXS_SPIN_CLOCK_EVERY;
+			if (end != UINT64_MAX && now_us() >= end)
+				break;
+		}
 		pthread_mutex_unlock(&q->lock);
 	}
 	pthread_mutex_unlock(&q->lock);
@@ -471,8 +482,10 @@ int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct 
 		}
 		if (!spun) {
 			spun = true;
-			t0 = now_us();
-			spin(q, h, want, tmo);
+			/* the budget's adaptation needs the wait's length */
+			if (q->wait == EXS_WAIT_ADAPTIVE)
+				t0 = now_us();
+			spin(q, h, want, tmo, t0);
 			continue;
 		}
 		if (tmo && tmo->tv_sec == 0 && tmo->tv_usec == 0)
