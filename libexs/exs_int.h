@@ -697,7 +697,7 @@ struct exs_global {
 	int epfd, wakefd;
 	unsigned nclosing; /* sockets in EXS_S_CLOSING: the progress thread ticks */
 	unsigned nprobing; /* connections waiting for a PONG: it ticks too */
-	unsigned nbusypoll; /* EXS_FD_BUSYPOLL connections: it polls unless a waiter does */
+	unsigned nbusypoll; /* EXS_FD_BUSYPOLL connections: it never sleeps */
 	/* application threads polling the CQs in a wait (EXS_POLL_*): while
 	 * one does, or one began to within about EXS_REARM_US (spin_gen
 	 * counts the spins begun), a CQ's event is not re-armed (its next

@@ -163,14 +163,13 @@ void exs_progress_poll(int phase)
 	switch (phase) {
 	case EXS_POLL_BEGIN:
 		pthread_mutex_lock(&exs_g.lock);
-		/* atomically: the progress thread reads it without the lock */
-		__atomic_add_fetch(&exs_g.spinners, 1, __ATOMIC_RELAXED);
+		exs_g.spinners++;
 		exs_g.spin_gen++;
 		pthread_mutex_unlock(&exs_g.lock);
 		return;
 	case EXS_POLL_END:
 		pthread_mutex_lock(&exs_g.lock);
-		__atomic_sub_fetch(&exs_g.spinners, 1, __ATOMIC_RELAXED);
+		exs_g.spinners--;
 		pthread_mutex_unlock(&exs_g.lock);
 		return;
 	case EXS_POLL_ARM:
@@ -244,18 +243,13 @@ static void *progress_main(void *arg)
 
 	(void)arg;
 	for (;;) {
-		bool busy = __atomic_load_n(&exs_g.nbusypoll, __ATOMIC_RELAXED);
-		/* While an application thread polls in its wait it takes the
-		 * completions itself, and a polling progress thread would
-		 * only contend for exs_g.lock and for a CPU (a ping-pong's two
-		 * waiters need the two a small machine has): it looks again
-		 * within a millisecond instead. */
-		bool polling = busy && !__atomic_load_n(&exs_g.spinners, __ATOMIC_RELAXED);
+		/* tick while sockets close or probe their peer: no deadline is missed */
+		bool polling = __atomic_load_n(&exs_g.nbusypoll, __ATOMIC_RELAXED);
+
 		bool disarmed = __atomic_load_n(&exs_g.ndisarmed, __ATOMIC_RELAXED);
 
-		/* tick while sockets close or probe their peer: no deadline is missed */
 		n = epoll_wait(exs_g.epfd, ev, 16,
-			       polling ? 0 : busy ? 1 : disarmed ? EXS_REARM_US / 1000 : ticking() ? 100 : -1);
+			       polling ? 0 : disarmed ? EXS_REARM_US / 1000 : ticking() ? 100 : -1);
 		if (polling) {
 			busy_poll();
 			/* where pollers outnumber CPUs, the peer's or the
