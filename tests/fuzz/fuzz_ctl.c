@@ -56,13 +56,18 @@ int __wrap_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 
 /* QPs whose number is a multiple of 4 are refused; of those, one of 8 as
  * a tracker that cannot be asked (-EIO, never rebuilt) */
+static int owner_check(uint32_t qpn)
+{
+	return qpn % 4 ? 0 : qpn % 32 ? -EPERM : -EIO;
+}
+
 int qp_check_owner(struct client *c, uint32_t sock, struct rdma_cm_id *id, uint32_t qpn, bool retry)
 {
 	(void)c;
 	(void)sock;
 	(void)id;
 	(void)retry;
-	return qpn % 4 ? 0 : qpn % 32 ? -EPERM : -EIO;
+	return owner_check(qpn);
 }
 
 int qp_check_owner_on(struct client *c, uint32_t sock, const char *dev, int index, uint32_t port,
@@ -74,7 +79,7 @@ int qp_check_owner_on(struct client *c, uint32_t sock, const char *dev, int inde
 	(void)index;
 	(void)port;
 	(void)retry;
-	return qpn % 4 ? 0 : qpn % 32 ? -EPERM : -EIO;
+	return owner_check(qpn);
 }
 
 /* ---- driving exsd */
