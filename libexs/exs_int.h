@@ -183,13 +183,18 @@ void exs_queue_unref(struct exs_queue *q);
 /* Set by exs_init: polls every connection's CQ from the calling thread, so
  * a waiting exs_qdequeue need not wait for the progress thread. A spin is
  * BEGIN, ONCE..., END; ARM before a waiter sleeps (every CQ raises its
- * event again), AWAKE when that waiter's wait is over. */
-enum { EXS_POLL_BEGIN, EXS_POLL_ONCE, EXS_POLL_END, EXS_POLL_ARM, EXS_POLL_AWAKE };
+ * event again), AWAKE when that waiter's wait is over; LOOK when a wait
+ * that would have spun found its events there (called with the queue's
+ * lock held: it only counts). */
+enum { EXS_POLL_BEGIN, EXS_POLL_ONCE, EXS_POLL_END, EXS_POLL_ARM, EXS_POLL_AWAKE, EXS_POLL_LOOK };
 extern void (*exs_queue_poll_hook)(int phase);
 #define EXS_SPIN_MIN_US 5
 #define EXS_SPIN_START_US 50
 #define EXS_SPIN_MAX_US 1000 /* the adaptive budget's default ceiling (exs.conf busy_poll_us) */
 #define EXS_MAX_BUSY_POLL_US 1000000
+/* a busy-polling progress thread steps aside this long while application
+ * threads wait (progress.c) */
+#define EXS_BUSY_ASIDE_MS 10
 #define EXS_SPIN_CLOCK_EVERY 256 /* polls at most between two readings of the clock */
 #define EXS_REARM_US 2000 /* quiet this long, the progress thread takes the CQs back */
 /* The adaptive wait's next budget after a wait that took `waited_us`. */
@@ -709,6 +714,10 @@ struct exs_global {
 	 * once nobody has begun to poll for EXS_REARM_US */
 	unsigned spinners, ndisarmed, spin_gen;
 	unsigned sleepers; /* changed and read atomically, never under the lock */
+	/* waits that would have spun but found their events there (LOOK);
+	 * with spin_gen and spinners, read by a busy-polling progress thread
+	 * without the lock: all three change atomically */
+	unsigned looks;
 	unsigned pollers; /* threads waiting in exs_poll: progress wakes them */
 	/* nclosing, nprobing, nbusypoll and ndisarmed are read without the
 	 * lock by the progress thread: change them only through EXS_COUNT */

@@ -163,13 +163,13 @@ void exs_progress_poll(int phase)
 	switch (phase) {
 	case EXS_POLL_BEGIN:
 		pthread_mutex_lock(&exs_g.lock);
-		exs_g.spinners++;
-		exs_g.spin_gen++;
+		__atomic_add_fetch(&exs_g.spinners, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&exs_g.spin_gen, 1, __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&exs_g.lock);
 		return;
 	case EXS_POLL_END:
 		pthread_mutex_lock(&exs_g.lock);
-		exs_g.spinners--;
+		__atomic_sub_fetch(&exs_g.spinners, 1, __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&exs_g.lock);
 		return;
 	case EXS_POLL_ARM:
@@ -183,6 +183,9 @@ void exs_progress_poll(int phase)
 		pthread_mutex_lock(&exs_g.lock);
 		exs_progress_arm();
 		pthread_mutex_unlock(&exs_g.lock);
+		return;
+	case EXS_POLL_LOOK:
+		__atomic_add_fetch(&exs_g.looks, 1, __ATOMIC_RELAXED);
 		return;
 	case EXS_POLL_AWAKE:
 		__atomic_sub_fetch(&exs_g.sleepers, 1, __ATOMIC_SEQ_CST);
@@ -239,17 +242,35 @@ static void *progress_main(void *arg)
 {
 	struct epoll_event ev[16];
 	uint64_t v, quiet_since = 0;
+	unsigned looked = 0;
 	int n, i;
 
 	(void)arg;
 	for (;;) {
-		/* tick while sockets close or probe their peer: no deadline is missed */
-		bool polling = __atomic_load_n(&exs_g.nbusypoll, __ATOMIC_RELAXED);
-
+		bool busy = __atomic_load_n(&exs_g.nbusypoll, __ATOMIC_RELAXED), polling = busy;
 		bool disarmed = __atomic_load_n(&exs_g.ndisarmed, __ATOMIC_RELAXED);
 
+		if (busy) {
+			/* An application thread polls in its wait, or came to
+			 * one since the last look and found its events there
+			 * (taken by this thread's poll, as it would be again): it
+			 * takes the completions itself, and a second poller would
+			 * only contend for exs_g.lock and for a CPU that a
+			 * ping-pong's two waiters need on a small machine. It
+			 * looks again in EXS_BUSY_ASIDE_MS and polls once a
+			 * whole look found no waiter: a 1 ms look took over
+			 * whenever both waiters were off their CPUs for that long,
+			 * and then kept them off. */
+			unsigned l = __atomic_load_n(&exs_g.spin_gen, __ATOMIC_RELAXED) +
+				     __atomic_load_n(&exs_g.looks, __ATOMIC_RELAXED);
+
+			if (__atomic_load_n(&exs_g.spinners, __ATOMIC_RELAXED) || l != looked)
+				polling = false;
+			looked = l;
+		}
+		/* tick while sockets close or probe their peer: no deadline is missed */
 		n = epoll_wait(exs_g.epfd, ev, 16,
-			       polling ? 0 : disarmed ? EXS_REARM_US / 1000 : ticking() ? 100 : -1);
+			       polling ? 0 : busy ? EXS_BUSY_ASIDE_MS : disarmed ? EXS_REARM_US / 1000 : ticking() ? 100 : -1);
 		if (polling) {
 			busy_poll();
 			/* where pollers outnumber CPUs, the peer's or the

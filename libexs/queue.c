@@ -379,6 +379,14 @@ static uint64_t now_us(void)
 	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
+/* Whether a wait for events with this timeout polls the CQs (spin). */
+static bool spins(const struct exs_queue *q, const struct timeval *tmo)
+{
+	if (q->wait == EXS_WAIT_NOTIFY || !exs_queue_poll_hook)
+		return false;
+	return q->wait == EXS_WAIT_BUSY_POLL || !tmo || tmo->tv_sec || tmo->tv_usec >= (long)q->spin_us;
+}
+
 /*
  * Adaptive waiting (EXS_WAIT_ADAPTIVE, guide §11.2.7): before sleeping,
  * poll the completion queues from this thread for up to q->spin_us. The
@@ -400,12 +408,10 @@ static void spin(struct exs_queue *q, exs_qhandle_t h, unsigned want, const stru
 	uint64_t end = UINT64_MAX, budget = q->spin_us;
 	unsigned next = 16;
 
-	if (q->wait == EXS_WAIT_NOTIFY || !exs_queue_poll_hook)
+	if (!spins(q, tmo))
 		return;
 	if (q->wait == EXS_WAIT_BUSY_POLL) /* spin for the whole wait */
 		budget = tmo ? (uint64_t)tmo->tv_sec * 1000000 + (uint64_t)tmo->tv_usec : UINT64_MAX;
-	else if (tmo && tmo->tv_sec == 0 && tmo->tv_usec < (long)budget)
-		return;
 	if (budget != UINT64_MAX)
 		end = (t0 ? t0 : now_us()) + budget;
 	pthread_mutex_unlock(&q->lock);
@@ -475,6 +481,8 @@ int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct 
 			goto out;
 		}
 		if (q->count >= want) {
+			if (!spun && spins(q, tmo)) /* a poller all the same */
+				exs_queue_poll_hook(EXS_POLL_LOOK);
 			if (spun && q->wait == EXS_WAIT_ADAPTIVE)
 				q->spin_us = exs_spin_budget(q->spin_us, now_us() - t0,
 							     exs_g.defaults.busy_poll_us);

@@ -288,9 +288,57 @@ START_TEST(spin_budget)
 }
 END_TEST
 
+/* What a wait tells the poll hook (progress.c): a wait that would spin
+ * but finds its events there says LOOK (a busy-polling progress thread
+ * then leaves the polling to it); one that spins says BEGIN..END; a wait
+ * that never spins (a zero timeout under the adaptive budget, or
+ * EXS_WAIT_NOTIFY) says neither. */
+static unsigned phases[EXS_POLL_LOOK + 1];
+
+static void count_phase(int phase)
+{
+	phases[phase]++;
+}
+
+START_TEST(poll_hook_phases)
+{
+	struct exs_queue *q = exs_queue_new(4);
+	struct timeval zero = { 0, 0 }, ms = { 0, 1000 };
+	void (*saved)(int) = exs_queue_poll_hook;
+	exs_event_t e = mk(1), out;
+
+	exs_queue_poll_hook = count_phase;
+	exs_queue_ref(q);
+	exs_queue_post(q, &e);
+	ck_assert_int_eq(exs_queue_dequeue(q->h, &out, 1, NULL, false), 1);
+	ck_assert_uint_eq(phases[EXS_POLL_LOOK], 1);
+	ck_assert_uint_eq(phases[EXS_POLL_BEGIN], 0);
+
+	exs_queue_ref(q);
+	exs_queue_post(q, &e);
+	ck_assert_int_eq(exs_queue_dequeue(q->h, &out, 1, &zero, false), 1);
+	ck_assert_uint_eq(phases[EXS_POLL_LOOK], 1);
+
+	ck_assert_int_eq(exs_queue_dequeue(q->h, &out, 1, &ms, false), 0);
+	ck_assert_uint_eq(phases[EXS_POLL_LOOK], 1);
+	ck_assert_uint_eq(phases[EXS_POLL_BEGIN], 1);
+	ck_assert_uint_eq(phases[EXS_POLL_END], 1);
+	ck_assert_uint_gt(phases[EXS_POLL_ONCE], 0);
+
+	q->wait = EXS_WAIT_NOTIFY;
+	exs_queue_ref(q);
+	exs_queue_post(q, &e);
+	ck_assert_int_eq(exs_queue_dequeue(q->h, &out, 1, NULL, false), 1);
+	ck_assert_uint_eq(phases[EXS_POLL_LOOK], 1);
+	ck_assert_uint_eq(phases[EXS_POLL_BEGIN], 1);
+	exs_queue_poll_hook = saved;
+	exs_queue_delete(q->h);
+}
+END_TEST
+
 int main(void)
 {
-	const TTest *const tests[] = { order_and_growth, timeout_and_poll, negative_count_waits_for_n, delete_rules, stale_handles, hold, generation_wrap_retires, many_threads, bounds, spin_budget, NULL };
+	const TTest *const tests[] = { order_and_growth, timeout_and_poll, negative_count_waits_for_n, delete_rules, stale_handles, hold, generation_wrap_retires, many_threads, bounds, spin_budget, poll_hook_phases, NULL };
 
 	return run_tests("queue", 30, tests);
 }
