@@ -42,10 +42,11 @@ static unsigned seen_gen;
  * since the progress thread last looked; `look` makes this the look. */
 static bool spun_lately(bool look)
 {
-	bool spun = exs_g.spinners || exs_g.spin_gen != seen_gen;
+	unsigned gen = __atomic_load_n(&exs_g.spin_gen, __ATOMIC_RELAXED);
+	bool spun = __atomic_load_n(&exs_g.spinners, __ATOMIC_RELAXED) || gen != seen_gen;
 
 	if (look)
-		seen_gen = exs_g.spin_gen;
+		seen_gen = gen;
 	return spun;
 }
 
@@ -162,15 +163,11 @@ void exs_progress_poll(int phase)
 
 	switch (phase) {
 	case EXS_POLL_BEGIN:
-		pthread_mutex_lock(&exs_g.lock);
 		__atomic_add_fetch(&exs_g.spinners, 1, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&exs_g.spin_gen, 1, __ATOMIC_RELAXED);
-		pthread_mutex_unlock(&exs_g.lock);
 		return;
 	case EXS_POLL_END:
-		pthread_mutex_lock(&exs_g.lock);
 		__atomic_sub_fetch(&exs_g.spinners, 1, __ATOMIC_RELAXED);
-		pthread_mutex_unlock(&exs_g.lock);
 		return;
 	case EXS_POLL_ARM:
 		/* counted without the lock, and AWAKE likewise: the progress
@@ -286,7 +283,7 @@ static void *progress_main(void *arg)
 			} else if (ev[i].data.ptr)
 				dev_input(ev[i].data.ptr);
 		}
-		if (disarmed) { /* nobody may be polling them: take them back */
+		if (disarmed && !polling) { /* nobody may be polling them: take them back */
 			uint64_t now = exs_now_ms();
 
 			pthread_mutex_lock(&exs_g.lock);
