@@ -393,17 +393,20 @@ static bool spins(const struct exs_queue *q, const struct timeval *tmo)
  * budget follows how long waits really take (exs_spin_budget: up to
  * exs.conf's busy_poll_us). EXS_WAIT_BUSY_POLL spins for the
  * whole timeout, EXS_WAIT_NOTIFY never spins. Called with q->lock held;
- * returns with it held. t0: when the wait began (0: not read, so the spin
- * reads it if it needs it).
+ * returns with it held. *t0: the spin's origin, read at its first clock
+ * check (left 0 when it never checks).
  *
  * The clock is read as seldom as the budget allows: where the clocksource
  * has no vDSO path (a TCG guest), each reading is a system call, and a
- * ping-pong's wait is over in a few dozen polls. It is read after 16 polls,
- * then after twice as many each time, at most EXS_SPIN_CLOCK_EVERY apart;
- * a spin with no end (busy poll, no timeout) never reads it.
+ * ping-pong's wait is over in a few dozen polls. It is read after 16 polls
+ * (the origin), then after twice as many each time, at most
+ * EXS_SPIN_CLOCK_EVERY apart; a wait caught within 16 polls reads it not
+ * at all, and a spin with no end (busy poll, no timeout) never reads it.
+ * The budget counts from the origin, and so does the wait that
+ * exs_spin_budget adapts it to: both leave out the same 16 polls.
  */
 static void spin(struct exs_queue *q, exs_qhandle_t h, unsigned want, const struct timeval *tmo,
-		 uint64_t t0)
+		 uint64_t *t0)
 {
 	uint64_t end = UINT64_MAX, budget = q->spin_us;
 	unsigned next = 16;
@@ -412,8 +415,6 @@ static void spin(struct exs_queue *q, exs_qhandle_t h, unsigned want, const stru
 		return;
 	if (q->wait == EXS_WAIT_BUSY_POLL) /* spin for the whole wait */
 		budget = tmo ? (uint64_t)tmo->tv_sec * 1000000 + (uint64_t)tmo->tv_usec : UINT64_MAX;
-	if (budget != UINT64_MAX)
-		end = (t0 ? t0 : now_us()) + budget;
 	pthread_mutex_unlock(&q->lock);
 	exs_queue_poll_hook(EXS_POLL_BEGIN);
 	for (unsigned i = 1;; i++) {
@@ -421,9 +422,15 @@ static void spin(struct exs_queue *q, exs_qhandle_t h, unsigned want, const stru
 		pthread_mutex_lock(&q->lock);
 		if (q->h != h || !q->live || q->count >= want)
 			break;
-		if (i == next) {
+		if (i == next && budget != UINT64_MAX) {
+			uint64_t now = now_us();
+
 			next += next < EXS_SPIN_CLOCK_EVERY ? next : EXS_SPIN_CLOCK_EVERY;
-			if (end != UINT64_MAX && now_us() >= end)
+			if (!*t0)
+				*t0 = now;
+			if (end == UINT64_MAX)
+				end = *t0 + budget;
+			if (now >= end)
 				break;
 		}
 		pthread_mutex_unlock(&q->lock);
@@ -483,17 +490,15 @@ int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct 
 		if (q->count >= want) {
 			if (!spun && spins(q, tmo)) /* a poller all the same */
 				exs_queue_poll_hook(EXS_POLL_LOOK);
-			if (spun && q->wait == EXS_WAIT_ADAPTIVE)
+			/* t0 unread: caught within 16 polls, the budget stands */
+			if (spun && t0 && q->wait == EXS_WAIT_ADAPTIVE)
 				q->spin_us = exs_spin_budget(q->spin_us, now_us() - t0,
 							     exs_g.defaults.busy_poll_us);
 			break;
 		}
 		if (!spun) {
 			spun = true;
-			/* the budget's adaptation needs the wait's length */
-			if (q->wait == EXS_WAIT_ADAPTIVE)
-				t0 = now_us();
-			spin(q, h, want, tmo, t0);
+			spin(q, h, want, tmo, &t0);
 			continue;
 		}
 		if (tmo && tmo->tv_sec == 0 && tmo->tv_usec == 0)
@@ -502,6 +507,9 @@ int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct 
 			/* about to sleep: every CQ must raise its event again, or
 			 * the completion this waits for might wake nobody */
 			armed = true;
+			/* the budget's adaptation needs the wait's length */
+			if (!t0 && q->wait == EXS_WAIT_ADAPTIVE)
+				t0 = now_us();
 			pthread_mutex_unlock(&q->lock);
 			exs_queue_poll_hook(EXS_POLL_ARM);
 			pthread_mutex_lock(&q->lock);
