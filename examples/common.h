@@ -49,20 +49,20 @@ struct opts {
 };
 
 /* Report a failed call with errno's message and exit non-zero. */
-static inline void die(const struct opts *o, const char *call)
+static inline __attribute__((noreturn)) void die(const struct opts *o, const char *call)
 {
 	fprintf(stderr, "%s: %s: %s\n", o->prog, call, strerror(errno));
 	exit(1);
 }
 
 /* Report something that went wrong without errno, and exit non-zero. */
-static inline void fail(const struct opts *o, const char *what)
+static inline __attribute__((noreturn)) void fail(const struct opts *o, const char *what)
 {
 	fprintf(stderr, "%s: %s\n", o->prog, what);
 	exit(1);
 }
 
-static inline void usage(const struct opts *o, const char *extra)
+static inline __attribute__((noreturn)) void usage(const struct opts *o, const char *extra)
 {
 	fprintf(stderr, "usage: %s [-t stream|seqpacket]%s ADDR PORT\n", o->prog, extra);
 	exit(2);
