@@ -704,8 +704,9 @@ struct exs_global {
 	unsigned nprobing; /* connections waiting for a PONG: it ticks too */
 	unsigned nbusypoll; /* EXS_FD_BUSYPOLL connections: it never sleeps */
 	/* application threads polling the CQs in a wait (EXS_POLL_*): while
-	 * one does, or one began to within about EXS_REARM_US (spin_gen
-	 * counts the spins begun), a CQ's event is not re-armed (its next
+	 * one does, or one came to a wait within about EXS_REARM_US (spin_gen
+	 * counts the spins begun, looks the waits that found their events
+	 * there), a CQ's event is not re-armed (its next
 	 * completions would only wake the progress thread for nothing, and
 	 * between two waits of a ping-pong nobody polls for a moment).
 	 * ndisarmed such CQs are re-armed by a waiter before it sleeps

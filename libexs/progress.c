@@ -38,11 +38,15 @@ void exs_progress_del_fd(int fd)
 /* the spins begun when the progress thread last looked (its own) */
 static unsigned seen_gen;
 
-/* Lock held: an application thread polls the CQs in its wait, or began to
- * since the progress thread last looked; `look` makes this the look. */
+/* Lock held: an application thread polls the CQs in its wait, or came to
+ * a wait since the progress thread last looked (a spin, or a LOOK: a wait
+ * that found its events there because this thread had just taken them,
+ * and that would have polled for them otherwise); `look` makes this the
+ * look. */
 static bool spun_lately(bool look)
 {
-	unsigned gen = __atomic_load_n(&exs_g.spin_gen, __ATOMIC_RELAXED);
+	unsigned gen = __atomic_load_n(&exs_g.spin_gen, __ATOMIC_RELAXED) +
+		       __atomic_load_n(&exs_g.looks, __ATOMIC_RELAXED);
 	bool spun = __atomic_load_n(&exs_g.spinners, __ATOMIC_RELAXED) || gen != seen_gen;
 
 	if (look)
