@@ -716,8 +716,8 @@ struct exs_global {
 	unsigned spinners, ndisarmed, spin_gen;
 	unsigned sleepers; /* changed and read atomically, never under the lock */
 	/* waits that would have spun but found their events there (LOOK);
-	 * with spin_gen and spinners, read by a busy-polling progress thread
-	 * without the lock: all three change atomically */
+	 * with spin_gen and spinners, read by the progress thread without
+	 * the lock (busy polling, re-arming): all three change atomically */
 	unsigned looks;
 	unsigned pollers; /* threads waiting in exs_poll: progress wakes them */
 	/* nclosing, nprobing, nbusypoll and ndisarmed are read without the

@@ -38,6 +38,15 @@ void exs_progress_del_fd(int fd)
 /* the spins begun when the progress thread last looked (its own) */
 static unsigned seen_gen;
 
+/* Waits that application threads came to, counted without the lock: each
+ * spin begun (spin_gen) and each wait that found its events there (looks).
+ * A change means somebody polls the CQs, or would have. */
+static unsigned waits_begun(void)
+{
+	return __atomic_load_n(&exs_g.spin_gen, __ATOMIC_RELAXED) +
+	       __atomic_load_n(&exs_g.looks, __ATOMIC_RELAXED);
+}
+
 /* Lock held: an application thread polls the CQs in its wait, or came to
  * a wait since the progress thread last looked (a spin, or a LOOK: a wait
  * that found its events there because this thread had just taken them,
@@ -45,8 +54,7 @@ static unsigned seen_gen;
  * look. */
 static bool spun_lately(bool look)
 {
-	unsigned gen = __atomic_load_n(&exs_g.spin_gen, __ATOMIC_RELAXED) +
-		       __atomic_load_n(&exs_g.looks, __ATOMIC_RELAXED);
+	unsigned gen = waits_begun();
 	bool spun = __atomic_load_n(&exs_g.spinners, __ATOMIC_RELAXED) || gen != seen_gen;
 
 	if (look)
@@ -262,8 +270,7 @@ static void *progress_main(void *arg)
 			 * whole look found no waiter: a 1 ms look took over
 			 * whenever both waiters were off their CPUs for that long,
 			 * and then kept them off. */
-			unsigned l = __atomic_load_n(&exs_g.spin_gen, __ATOMIC_RELAXED) +
-				     __atomic_load_n(&exs_g.looks, __ATOMIC_RELAXED);
+			unsigned l = waits_begun();
 
 			if (__atomic_load_n(&exs_g.spinners, __ATOMIC_RELAXED) || l != looked)
 				polling = false;
