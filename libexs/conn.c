@@ -22,8 +22,10 @@
 /* local only, on a held copy of the peer's ADVERT: partly filled for a
  * MSG_WAITALL receive, waiting for the peer's MORE before the next piece */
 #define ADV_HELD 0x8000
-/* WR_MARK: a data WR signalled only to say how far the data WRs got */
-enum { WR_RECV = 1, WR_CTL = 2, WR_WRITE = 3, WR_EAGER = 4, WR_READ = 5, WR_MARK = 6 };
+/* WR_MARK: a data WR signalled only to say how far the data WRs got;
+ * WR_EMARK: an EAGER SEND signalled only to say how far those got (its
+ * slot field is the count, eager_sig) */
+enum { WR_RECV = 1, WR_CTL = 2, WR_WRITE = 3, WR_EAGER = 4, WR_READ = 5, WR_MARK = 6, WR_EMARK = 7 };
 /* a work request's wr_id: its connection's id (cq.c), what it is, which
  * slot or op of the connection's (0xffff: none), and on a signalled send
  * WR how many data WRs had been posted with it (post_send); its
@@ -1041,6 +1043,36 @@ static int place(struct exs_conn *c)
 	return ret;
 }
 
+/* An EAGER SEND's wr_id and signalling. It asks for a completion when its
+ * send ends with it (op `oi`), and otherwise one in every quarter of the
+ * eager slots does, so the unsignalled ones never fill them (eager_room):
+ * a completion per message cost the device a CQE and the poller its
+ * processing, and bought nothing, as the peer's credit frees the buffer. */
+static void eager_sig(struct exs_conn *c, struct ibv_send_wr *wr, uint32_t oi)
+{
+	uint16_t n = (uint16_t)(c->e_posted + 1);
+	uint32_t quarter = c->alloc / 4 ? c->alloc / 4 : 1;
+
+	if (oi != WR_NONE) {
+		c->sop[oi].e_mark = n;
+		wr->wr_id = WR_ID(c, WR_EAGER, oi);
+	} else if ((uint16_t)(n - c->e_signalled) >= quarter) {
+		wr->wr_id = WR_ID(c, WR_EMARK, n);
+	} else {
+		wr->wr_id = WR_ID(c, WR_EAGER, WR_NONE);
+		return;
+	}
+	wr->send_flags |= IBV_SEND_SIGNALED;
+}
+
+/* An EAGER SEND went: count it (eager_sig). */
+static void eager_posted(struct exs_conn *c, const struct ibv_send_wr *wr)
+{
+	c->e_posted++;
+	if (wr->send_flags & IBV_SEND_SIGNALED)
+		c->e_signalled = c->e_posted;
+}
+
 /* SEND the first pending send as an EAGER message (§7.2), copied into its
  * eager buffer. Inline, the data is the device's once posted, so the send
  * completes now; otherwise when the SEND does. */
@@ -1061,15 +1093,15 @@ static int send_eager(struct exs_conn *c)
 	memcpy(b, &h, sizeof(h));
 	op_gather(op, 0, b + sizeof(h), op->len);
 	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = WR_ID(c, WR_EAGER, in ? WR_NONE : oi);
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_SEND;
-	wr.send_flags = IBV_SEND_SIGNALED | (in ? IBV_SEND_INLINE : 0);
+	wr.send_flags = in ? IBV_SEND_INLINE : 0;
+	eager_sig(c, &wr, in ? WR_NONE : oi);
 	if ((ret = post_send(c, &wr)))
 		return ret;
+	eager_posted(c, &wr);
 	c->ecredits--;
-	c->eager_sq++;
 	c->tx_msn++;
 	c->sf_head = (c->sf_head + 1) % c->alloc;
 	c->sf_count--;
@@ -1105,17 +1137,17 @@ static int send_chunk(struct exs_conn *c)
 	memcpy(b, &h, sizeof(h));
 	op_gather(op, op->done, b + sizeof(h), n);
 	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = WR_ID(c, WR_EAGER, written ? oi : WR_NONE);
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_SEND;
-	wr.send_flags = IBV_SEND_SIGNALED | (len <= c->inline_max ? IBV_SEND_INLINE : 0);
+	wr.send_flags = len <= c->inline_max ? IBV_SEND_INLINE : 0;
+	eager_sig(c, &wr, written ? oi : WR_NONE);
 	if ((ret = post_send(c, &wr))) {
 		c->owed += h.credits;
 		return ret;
 	}
+	eager_posted(c, &wr);
 	c->ecredits--;
-	c->eager_sq++;
 	c->e_tx++;
 	c->e_next++;
 	c->rts_out = false; /* the peer stops advertising on its own */
@@ -1143,7 +1175,7 @@ static void drop_stale_adverts(struct exs_conn *c)
  * an eager credit, a free eager slot, and the peer's hello seen. */
 static bool eager_room(const struct exs_conn *c)
 {
-	return c->ecredits && c->eager_sq < c->alloc && !c->await_hello;
+	return c->ecredits && (uint16_t)(c->e_posted - c->e_done) < c->alloc && !c->await_hello;
 }
 
 /* SEQPACKET: the first pending send goes EAGER if small, into its own
@@ -2464,8 +2496,6 @@ static void on_wc(struct exs_conn *c, const struct ibv_wc *wc)
 			exs_debug("fd %d completion error: %s (wr kind %u, opcode %d, vendor %#x)",
 				  c->fd, ibv_wc_status_str(wc->status), kind, wc->opcode,
 				  wc->vendor_err);
-		if (kind == WR_EAGER)
-			c->eager_sq--;
 		if (kind == WR_CTL && ctl_done(c, i) &&
 		    (c->msg[i].type == EXS_WIRE_FIN || c->msg[i].type == EXS_WIRE_ABORT))
 			fin_completed(c);
@@ -2506,9 +2536,14 @@ static void on_wc(struct exs_conn *c, const struct ibv_wc *wc)
 				    wc->opcode);
 		break;
 	case WR_EAGER:
-		c->eager_sq--;
-		if (i < c->alloc && c->sop[i].kind == EXS_EVT_SEND)
+		if (i < c->alloc && c->sop[i].kind == EXS_EVT_SEND) {
+			c->e_done = c->sop[i].e_mark;
 			op_complete(c, &c->sop[i], 0, c->sop[i].len, 0);
+		}
+		match(c);
+		break;
+	case WR_EMARK:
+		c->e_done = (uint16_t)i;
 		match(c);
 		break;
 	case WR_WRITE:

@@ -315,6 +315,7 @@ struct exs_op {
 	bool rts; /* send: its RTS went out */
 	uint32_t seq; /* SEQPACKET receive: its number (proto/exs_wire.h part 3) */
 	bool cancelling; /* receive: exs_cancel wants it gone once the peer lets go */
+	uint16_t e_mark; /* send: its EAGER SEND was the e_mark-th (eager_sig) */
 	bool sendfile; /* send: one of exs_sendfile's windows (sendfile.c) */
 	/* persistent transfers (proto/exs_wire.h part 6) */
 	struct ibv_mr *pmr; /* EXS_PERSISTENT: the block's own MR, remote read or write */
@@ -466,7 +467,10 @@ struct exs_conn {
 	bool rts_out;	   /* sender: our RTS went out, no chunk since */
 	uint32_t ecredits; /* EAGER messages the peer has room for */
 	uint32_t owed;	   /* eager credits to give back */
-	uint32_t eager_sq; /* EAGER SENDs posted, completion not seen */
+	/* EAGER SENDs posted; known done (the send queue completes in order,
+	 * and a signalled one's completion says how many had been posted with
+	 * it); posted up to the last signalled one (eager_sig) */
+	uint16_t e_posted, e_done, e_signalled;
 	/* persistent transfers (part 6) */
 	enum exs_pst_state pst[EXS_PST_N];
 	uint32_t pst_op[2];	  /* own send / receive: its op slot */
