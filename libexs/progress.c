@@ -269,10 +269,14 @@ static void *progress_main(void *arg)
 			 * looks again in EXS_BUSY_ASIDE_MS and polls once a
 			 * whole look found no waiter: a 1 ms look took over
 			 * whenever both waiters were off their CPUs for that long,
-			 * and then kept them off. */
+			 * and then kept them off. A waiter asleep armed the CQs
+			 * (EXS_POLL_ARM), so their events wake this thread: its
+			 * polls would only keep a CPU from the one that wakes
+			 * the sleeper (a blocking call's wait took 1-8 ms). */
 			unsigned l = waits_begun();
 
-			if (__atomic_load_n(&exs_g.spinners, __ATOMIC_RELAXED) || l != looked)
+			if (__atomic_load_n(&exs_g.spinners, __ATOMIC_RELAXED) || l != looked ||
+			    __atomic_load_n(&exs_g.sleepers, __ATOMIC_SEQ_CST))
 				polling = false;
 			looked = l;
 		}
