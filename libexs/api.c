@@ -646,6 +646,7 @@ static int xfer_run(int fd, struct exs_op *op, exs_qhandle_t qh, const exs_mhand
 		ret = exs_sock_xfer(s, op);
 		if (ret != -EBUSY || !(op->flags & (EXS_CREDIT_WAIT | EXS_BLOCK)))
 			break;
+		exs_progress_idle(); /* coalesced sends go: the peer's credits may wait for them */
 		exs_progress_arm(); /* the completion that frees a credit must wake us */
 		struct xfer_wait w = { q, pq, op };
 
@@ -913,7 +914,10 @@ int exs_poll(struct pollfd *fds, nfds_t nfds, int timeout)
 	exs_g.pollers++;
 	for (;;) {
 		ready = poll_scan(fds, nfds);
-		if (ready || timeout == 0)
+		if (ready)
+			break;
+		exs_progress_idle(); /* nothing ready: coalesced sends go */
+		if (timeout == 0)
 			break;
 		exs_progress_arm(); /* the completion that makes one ready must wake us */
 		ready = poll_scan(fds, nfds); /* arming took what had come */

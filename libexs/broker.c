@@ -211,6 +211,7 @@ static int new_conn(struct exs_sock *s, const char *dev, bool iwarp, bool spare)
 		.stream_buf = s->cfg_stream_buf,
 		.inline_max = s->cfg_inline,
 		.busy_poll = s->fd_flags & EXS_FD_BUSYPOLL,
+		.nodelay = s->fd_flags & EXS_FD_NODELAY,
 	};
 
 	if (!spare)

@@ -126,19 +126,20 @@ int exs_conn_create(int fd, int type, const char *devname, bool iwarp,
 		return -err;
 	ret = exs_conn_build(d, type, iwarp, cfg, ret_conn);
 	if (!ret)
-		exs_conn_adopt(*ret_conn, fd, owner, cfg->busy_poll);
+		exs_conn_adopt(*ret_conn, fd, owner, cfg);
 	return ret;
 }
 
 /* A socket takes connection `c` (new, or a spare built before it was
  * needed): its completions are the socket's from now on. */
-void exs_conn_adopt(struct exs_conn *c, int fd, uint32_t owner, bool busy_poll)
+void exs_conn_adopt(struct exs_conn *c, int fd, uint32_t owner, const struct exs_conn_cfg *cfg)
 {
 	c->fd = fd;
 	c->owner = owner;
 	c->n_polls0 = c->scq->n_polls;
 	c->n_arms0 = c->scq->n_arms;
-	if (busy_poll) {
+	c->nodelay = cfg->nodelay;
+	if (cfg->busy_poll) {
 		c->busy_poll = true;
 		EXS_COUNT(exs_g.nbusypoll, 1);
 		exs_progress_wake();
@@ -378,6 +379,11 @@ static int op_sges(const struct exs_op *op, size_t off, uint32_t len, struct ibv
 	return (int)n;
 }
 
+/* send-side coalescing (the open chunk, below) */
+static int uncork(struct exs_conn *c);
+static void cork_drop(struct exs_conn *c);
+static void touch(struct exs_conn *c);
+
 void exs_conn_destroy(struct exs_conn *c)
 {
 	uint32_t i;
@@ -387,12 +393,14 @@ void exs_conn_destroy(struct exs_conn *c)
 	if (EXS_DEBUG_ON())
 		exs_debug("fd %d: %" PRIu64 " sends, %" PRIu64 " receives; %" PRIu64 " send WRs (%" PRIu64
 			  " signalled), %" PRIu64 " receive WRs, %" PRIu64 " completions, %" PRIu64
-			  " CQ polls, %" PRIu64 " CQ arms, %" PRIu64 " waits for send queue room",
+			  " CQ polls, %" PRIu64 " CQ arms, %" PRIu64 " waits for send queue room, %" PRIu64
+			  " sends coalesced",
 			  c->fd, c->sends, c->recvs, c->n_send_wr, c->n_signalled, c->n_recv_wr,
 			  c->n_cqe, c->scq ? c->scq->n_polls - c->n_polls0 : 0,
-			  c->scq ? c->scq->n_arms - c->n_arms0 : 0, c->n_dq_waits);
+			  c->scq ? c->scq->n_arms - c->n_arms0 : 0, c->n_dq_waits, c->n_corked);
 	exs_cq_id_free(c->id); /* its completions still in the CQ name nobody */
 	untouch(c);
+	cork_drop(c);
 	if (c->link == EXS_LINK_PROBING)
 		EXS_COUNT(exs_g.nprobing, -1);
 	if (c->busy_poll)
@@ -478,12 +486,17 @@ int exs_conn_modify(struct exs_conn *c, const ExsCtl__QpAttr *a)
 }
 
 /* Every send WR goes through here: on iWARP the post may transmit from the
- * calling thread (verbs.c keeps a dead peer's SIGPIPE from this process). */
+ * calling thread (verbs.c keeps a dead peer's SIGPIPE from this process).
+ * An open chunk goes first: what follows it in the stream, or a FIN, RTS
+ * or credit that must not pass it. */
 static int post_send(struct exs_conn *c, struct ibv_send_wr *wr)
 {
 	bool data = wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ||
 		    wr->opcode == IBV_WR_RDMA_READ;
 	int ret;
+
+	if (c->ck_len && (ret = uncork(c)))
+		return ret;
 
 	/* the data WRs' room in the send queue (dq_room): a completion says
 	 * how many of them had been posted with its WR, and all those are
@@ -749,6 +762,7 @@ void exs_conn_break(struct exs_conn *c, int err)
 	if (EXS_DEBUG_ON())
 		exs_debug("fd %d broken: %s", c->fd, strerror(err));
 	set_link(c, EXS_LINK_RESET);
+	cork_drop(c);
 	exs_verbs_modify_qp(c->qp, &qa, IBV_QP_STATE, c->iwarp);
 	exs_conn_fail_all(c, err);
 }
@@ -1110,22 +1124,14 @@ static int send_eager(struct exs_conn *c)
 	return 0;
 }
 
-/* STREAM with a stream buffer (§7.6): SEND the next chunk of the first
- * pending send as an EAGER message into the peer's buffer, copied into the
- * next eager send buffer of the ring (free again: the peer returned its
- * credit, so the device is done with it). The send completes when its
- * last byte is copied, or, if its first bytes were placed into an advert
- * (unsignalled RDMA WRITEs the device may not have read yet), when the
- * chunk's SEND completes: the send queue completes in order (fuzz_peer:
- * the buffer was handed back, and deregistered, before its writes ran). */
-static int send_chunk(struct exs_conn *c)
+/* STREAM with a stream buffer (§7.6): SEND eager buffer e_next, which
+ * holds n bytes of the stream after its header, as the next chunk into
+ * the peer's buffer (free again: the peer returned its credit, so the
+ * device is done with it). `oi`: the send its completion ends, or
+ * WR_NONE. */
+static int post_chunk(struct exs_conn *c, uint32_t n, uint32_t oi)
 {
-	uint32_t oi = c->sfifo[c->sf_head];
-	struct exs_op *op = &c->sop[oi];
-	bool written = op->done > 0; /* a send's one chunk is its last piece */
 	char *b = c->ebuf + (size_t)(c->e_next % c->alloc) * c->esz;
-	size_t left = op->len - op->done;
-	uint32_t n = left < c->sb_chunk ? (uint32_t)left : c->sb_chunk;
 	struct exs_wire_eager h = { .version = EXS_WIRE_VERSION, .type = EXS_WIRE_EAGER,
 				    .seq = c->e_tx };
 	uint32_t len = (uint32_t)sizeof(h) + n;
@@ -1135,13 +1141,12 @@ static int send_chunk(struct exs_conn *c)
 
 	h.credits = take_owed(c);
 	memcpy(b, &h, sizeof(h));
-	op_gather(op, op->done, b + sizeof(h), n);
 	memset(&wr, 0, sizeof(wr));
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_SEND;
 	wr.send_flags = len <= c->inline_max ? IBV_SEND_INLINE : 0;
-	eager_sig(c, &wr, written ? oi : WR_NONE);
+	eager_sig(c, &wr, oi);
 	if ((ret = post_send(c, &wr))) {
 		c->owed += h.credits;
 		return ret;
@@ -1151,6 +1156,148 @@ static int send_chunk(struct exs_conn *c)
 	c->e_tx++;
 	c->e_next++;
 	c->rts_out = false; /* the peer stops advertising on its own */
+	return 0;
+}
+
+/*
+ * The open chunk (send-side coalescing, the guide's "send-side Nagle
+ * buffer" of §7.6): a small send that follows the connection's last send
+ * with no wait in between (exs_g.idle_gen unchanged) is copied after the
+ * sends before it into eager buffer e_next, and completes there; the chunk
+ * goes when it is full or holds EXS_CORK_MSGS sends, before anything else
+ * this connection posts (post_send), when an application thread comes to
+ * a wait or finds nothing to take (exs_conn_uncork_all), and at the
+ * progress thread's next millisecond tick otherwise. A send after a wait
+ * goes at once, so a request and its reply never wait for the tick;
+ * EXS_FD_NODELAY turns it off. While a chunk is open no advert is held
+ * (one that comes first sends the chunk, which makes it stale).
+ */
+static struct exs_conn *corked; /* connections with an open chunk (exs_g.lock) */
+
+static void cork_unlink(struct exs_conn *c)
+{
+	struct exs_conn **p;
+
+	for (p = &corked; *p && *p != c; p = &(*p)->ck_next)
+		;
+	if (*p) {
+		*p = c->ck_next;
+		EXS_COUNT(exs_g.ncorked, -1);
+	}
+	c->ck_next = NULL;
+}
+
+/* the open chunk, if any, goes now */
+static int uncork(struct exs_conn *c)
+{
+	uint32_t n = c->ck_len;
+
+	if (!n)
+		return 0;
+	c->ck_len = 0;
+	c->ck_msgs = 0;
+	cork_unlink(c);
+	return post_chunk(c, n, WR_NONE);
+}
+
+/* The connection broke, or goes: what the open chunk holds never will. */
+static void cork_drop(struct exs_conn *c)
+{
+	if (c->ck_len) {
+		c->ck_len = 0;
+		c->ck_msgs = 0;
+		cork_unlink(c);
+	}
+}
+
+/* Lock held: every open chunk goes (a thread waits, or the tick came). */
+void exs_conn_uncork_all(void)
+{
+	while (corked) {
+		struct exs_conn *c = corked;
+
+		if (uncork(c)) {
+			exs_conn_break(c, ECONNRESET);
+			touch(c); /* for its socket to see */
+		}
+	}
+}
+
+void exs_conn_set_nodelay(struct exs_conn *c, bool on)
+{
+	c->nodelay = on;
+	if (on && uncork(c)) {
+		exs_conn_break(c, ECONNRESET);
+		touch(c);
+	}
+}
+
+/* May the first pending send, which has eager room, open a chunk: a small
+ * whole send on a connection without EXS_FD_NODELAY, after whose last send
+ * no thread came to a wait. */
+static bool may_cork(const struct exs_conn *c, const struct exs_op *op)
+{
+	return !c->nodelay && c->streaming && op->done == 0 && op->len && op->len < c->sb_chunk &&
+	       c->send_gen == __atomic_load_n(&exs_g.idle_gen, __ATOMIC_RELAXED);
+}
+
+/* May the first pending send join the open chunk: whole, and room left. */
+static bool may_join(const struct exs_conn *c, const struct exs_op *op)
+{
+	return op->done == 0 && op->len && op->len <= c->sb_chunk - c->ck_len &&
+	       c->ck_msgs < EXS_CORK_MSGS;
+}
+
+/* The first pending send goes into the open chunk (opened if need be) and
+ * completes: its bytes are the library's now. The chunk goes if full. */
+static int cork_add(struct exs_conn *c)
+{
+	uint32_t oi = c->sfifo[c->sf_head];
+	struct exs_op *op = &c->sop[oi];
+	char *b = c->ebuf + (size_t)(c->e_next % c->alloc) * c->esz + sizeof(struct exs_wire_eager);
+
+	op_gather(op, 0, b + c->ck_len, op->len);
+	if (!c->ck_len) {
+		c->ck_next = corked;
+		corked = c;
+		/* the progress thread's tick sends it if nobody else does */
+		__atomic_add_fetch(&exs_g.ncorked, 1, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&exs_g.deaf, __ATOMIC_SEQ_CST))
+			exs_progress_wake();
+	}
+	c->ck_len += (uint32_t)op->len;
+	c->ck_msgs++;
+	c->n_corked++;
+	op->done = op->len;
+	c->sf_head = (c->sf_head + 1) % c->alloc;
+	c->sf_count--;
+	op_complete(c, op, 0, op->len, 0);
+	if (c->ck_len == c->sb_chunk || c->ck_msgs >= EXS_CORK_MSGS)
+		return uncork(c);
+	return 0;
+}
+
+/* STREAM with a stream buffer (§7.6): SEND the next chunk of the first
+ * pending send as an EAGER message into the peer's buffer, copied into the
+ * next eager send buffer of the ring. The send completes when its
+ * last byte is copied, or, if its first bytes were placed into an advert
+ * (unsignalled RDMA WRITEs the device may not have read yet), when the
+ * chunk's SEND completes: the send queue completes in order (fuzz_peer:
+ * the buffer was handed back, and deregistered, before its writes ran).
+ * No chunk is open. */
+static int send_chunk(struct exs_conn *c)
+{
+	uint32_t oi = c->sfifo[c->sf_head];
+	struct exs_op *op = &c->sop[oi];
+	bool written = op->done > 0; /* a send's one chunk is its last piece */
+	char *b = c->ebuf + (size_t)(c->e_next % c->alloc) * c->esz;
+	size_t left = op->len - op->done;
+	uint32_t n = left < c->sb_chunk ? (uint32_t)left : c->sb_chunk;
+	int ret;
+
+	op_gather(op, op->done, b + sizeof(struct exs_wire_eager), n);
+	if ((ret = post_chunk(c, n, written ? oi : WR_NONE)))
+		return ret;
 	op->done += n;
 	if (op->done == op->len) {
 		c->sf_head = (c->sf_head + 1) % c->alloc;
@@ -1222,14 +1369,16 @@ static int send_one_seq(struct exs_conn *c)
 static int send_one_stream(struct exs_conn *c)
 {
 	const struct exs_op *op = &c->sop[c->sfifo[c->sf_head]];
+	int ret;
 
 	if (!c->sb_chunk || c->await_hello)
 		return 0;
 	if (op->len - op->done > c->sb_chunk) {
-		int ret;
-
-		/* the RTS takes an eager credit too, which bounds how many
+		/* the open chunk goes before the RTS, which counts it; the
+		 * RTS takes an eager credit too, which bounds how many
 		 * the peer must have receive buffers for */
+		if ((ret = uncork(c)))
+			return ret;
 		if (c->rts_out || !c->ecredits)
 			return 0;
 		ret = post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_RTS, .seq = c->e_tx }, -1);
@@ -1239,8 +1388,16 @@ static int send_one_stream(struct exs_conn *c)
 		c->rts_out = true;
 		return 0;
 	}
+	if (c->ck_len) {
+		if (may_join(c, op))
+			return cork_add(c) ?: 1;
+		if ((ret = uncork(c)))
+			return ret;
+	}
 	if (!eager_room(c))
 		return 0;
+	if (may_cork(c, op))
+		return cork_add(c) ?: 1;
 	return send_chunk(c) ?: 1;
 }
 
@@ -1525,6 +1682,7 @@ int exs_conn_recv(struct exs_conn *c, const struct exs_op *t)
 int exs_conn_send(struct exs_conn *c, const struct exs_op *t)
 {
 	uint32_t oi;
+	unsigned gen;
 	int ret;
 
 	if (c->link == EXS_LINK_RESET)
@@ -1542,6 +1700,9 @@ int exs_conn_send(struct exs_conn *c, const struct exs_op *t)
 		return -EINVAL; /* beyond the peer's block, or none */
 	if (credits_in_use(c->alloc, c->nsfree) >= (int)c->credits || !c->nsfree)
 		return -EBUSY;
+	gen = __atomic_load_n(&exs_g.idle_gen, __ATOMIC_RELAXED);
+	c->streaming = c->send_gen == gen; /* no wait since the last send: may coalesce */
+	c->send_gen = gen;
 	oi = c->sfree[c->nsfree - 1];
 	c->sop[oi] = *t;
 	c->sop[oi].kind = EXS_EVT_SEND;
@@ -2375,7 +2536,13 @@ static void on_message(struct exs_conn *c, const struct exs_wire_msg *m)
 			drop_stale_adverts(c);
 		/* STREAM: an advert made before our last chunk arrived there is
 		 * stale (that chunk went into its receive); we only send chunks
-		 * while we hold no advert, so one that is queued stays good */
+		 * while we hold no advert, so one that is queued stays good.
+		 * An open chunk goes now, as it would have without coalescing:
+		 * the advert was made before it arrived. */
+		if (c->ck_len && uncork(c)) {
+			exs_conn_break(c, ECONNRESET);
+			return;
+		}
 		if (c->sb_chunk && m->seq != c->e_tx)
 			break;
 		if (c->ad_count == c->alloc || !m->len || (m->flags & ADV_HELD)) {

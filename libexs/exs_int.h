@@ -186,7 +186,8 @@ void exs_queue_unref(struct exs_queue *q);
  * event again), AWAKE when that waiter's wait is over; LOOK when a wait
  * that would have spun found its events there (called with the queue's
  * lock held: it only counts). */
-enum { EXS_POLL_BEGIN, EXS_POLL_ONCE, EXS_POLL_END, EXS_POLL_ARM, EXS_POLL_AWAKE, EXS_POLL_LOOK };
+enum { EXS_POLL_BEGIN, EXS_POLL_ONCE, EXS_POLL_END, EXS_POLL_ARM, EXS_POLL_AWAKE, EXS_POLL_LOOK,
+       EXS_POLL_IDLE };
 extern void (*exs_queue_poll_hook)(int phase);
 #define EXS_SPIN_MIN_US 5
 #define EXS_SPIN_START_US 50
@@ -197,6 +198,7 @@ extern void (*exs_queue_poll_hook)(int phase);
 #define EXS_BUSY_ASIDE_MS 10
 #define EXS_SPIN_CLOCK_EVERY 256 /* polls at most between two readings of the clock */
 #define EXS_REARM_US 2000 /* quiet this long, the progress thread takes the CQs back */
+#define EXS_CORK_MSGS 64 /* sends one coalesced chunk holds at most (conn.c's cork_add) */
 /* The adaptive wait's next budget after a wait that took `waited_us`. */
 unsigned exs_spin_budget(unsigned spin_us, uint64_t waited_us, unsigned ceiling_us);
 
@@ -471,6 +473,15 @@ struct exs_conn {
 	 * and a signalled one's completion says how many had been posted with
 	 * it); posted up to the last signalled one (eager_sig) */
 	uint16_t e_posted, e_done, e_signalled;
+	/* the open chunk (send-side coalescing, conn.c's cork_add): ck_len
+	 * bytes of ck_msgs sends in eager buffer e_next, not posted yet, on
+	 * conn.c's corked list (ck_next) while ck_len != 0; nodelay
+	 * (EXS_FD_NODELAY) never opens one; send_gen: exs_g.idle_gen at the
+	 * last send, streaming: unchanged since the one before */
+	uint32_t ck_len, ck_msgs;
+	struct exs_conn *ck_next;
+	bool nodelay, streaming;
+	unsigned send_gen;
 	/* persistent transfers (part 6) */
 	enum exs_pst_state pst[EXS_PST_N];
 	uint32_t pst_op[2];	  /* own send / receive: its op slot */
@@ -488,6 +499,7 @@ struct exs_conn {
 	 * lived, from these starting values; sends or READs that waited for
 	 * room in the send queue (dq_room) */
 	uint64_t n_send_wr, n_signalled, n_recv_wr, n_cqe, n_polls0, n_arms0, n_dq_waits;
+	uint64_t n_corked; /* sends that went in an open chunk */
 };
 /* what a socket asks of its connection */
 struct exs_conn_cfg {
@@ -496,6 +508,7 @@ struct exs_conn_cfg {
 	uint32_t stream_buf; /* SOCK_STREAM buffer offered (§7.6) */
 	int64_t inline_max; /* <0: the device's largest */
 	bool busy_poll;
+	bool nodelay; /* EXS_FD_NODELAY: no send-side coalescing */
 };
 int exs_conn_create(int fd, int type, const char *dev, bool iwarp, const struct exs_conn_cfg *cfg,
 		    uint32_t owner, struct exs_conn **ret_conn);
@@ -504,7 +517,7 @@ int exs_conn_create(int fd, int type, const char *dev, bool iwarp, const struct 
  * a socket adopts it (exs_g.lock held). */
 int exs_conn_build(struct exs_dev *dev, int type, bool iwarp, const struct exs_conn_cfg *cfg,
 		   struct exs_conn **ret_conn);
-void exs_conn_adopt(struct exs_conn *c, int fd, uint32_t owner, bool busy_poll);
+void exs_conn_adopt(struct exs_conn *c, int fd, uint32_t owner, const struct exs_conn_cfg *cfg);
 /* spare.c: connections built before they are needed (exs_conn_create's
  * arguments and result) */
 int exs_spare_take(int fd, int type, const char *dev, bool iwarp, const struct exs_conn_cfg *cfg,
@@ -515,6 +528,10 @@ void exs_conn_await_hello(struct exs_conn *c);
 int exs_conn_establish(struct exs_conn *c, uint32_t credits, uint32_t sp_max, uint32_t stream_buf,
 		       bool active);
 uint32_t exs_conn_stream_buf(const struct exs_conn *c);
+/* send-side coalescing (conn.c's cork_add): EXS_FD_NODELAY on or off (on:
+ * the open chunk goes now); every open chunk goes now (exs_g.lock) */
+void exs_conn_set_nodelay(struct exs_conn *c, bool on);
+void exs_conn_uncork_all(void);
 int exs_conn_send(struct exs_conn *c, const struct exs_op *tmpl);
 int exs_conn_recv(struct exs_conn *c, const struct exs_op *tmpl);
 /* Completions: poll c's shared CQ (c counts as touched), every device's
@@ -687,6 +704,9 @@ int exs_ctl_errno(int err, int fallback);
 /* ---- progress.c: the progress thread */
 int exs_progress_start(void);
 void exs_progress_poll(int phase);
+/* Lock held: the calling thread is about to wait, or found nothing to
+ * take: a send after this is not coalesced, and every open chunk goes. */
+void exs_progress_idle(void);
 void exs_progress_wake(void);
 uint64_t exs_now_ms(void);
 int exs_progress_add_fd(int fd, void *tag);
@@ -724,6 +744,13 @@ struct exs_global {
 	 * the lock (busy polling, re-arming): all three change atomically */
 	unsigned looks;
 	unsigned pollers; /* threads waiting in exs_poll: progress wakes them */
+	/* waits that application threads came to, or that found nothing to
+	 * take (exs_progress_idle); connections with an open chunk (conn.c's
+	 * cork_add): both changed and read atomically */
+	unsigned idle_gen, ncorked;
+	/* the progress thread sleeps with no tick within a millisecond: a
+	 * chunk that opens wakes it (changed and read atomically) */
+	bool deaf;
 	/* nclosing, nprobing, nbusypoll and ndisarmed are read without the
 	 * lock by the progress thread: change them only through EXS_COUNT */
 	int comp_cpu; /* EXS_F_SETCOMPTHREADCPU; INT_MAX: not pinned */

@@ -162,6 +162,22 @@ void exs_progress_wake(void)
 	}
 }
 
+/* A thread came to a wait, or found nothing to take: counted before the
+ * lock is taken, so a send after the count is not coalesced (conn.c's
+ * may_cork) and one before it is sent by uncork_all. true: a chunk is open. */
+static bool idle_count(void)
+{
+	__atomic_add_fetch(&exs_g.idle_gen, 1, __ATOMIC_SEQ_CST);
+	return __atomic_load_n(&exs_g.ncorked, __ATOMIC_SEQ_CST);
+}
+
+/* Lock held: every open chunk goes; what that ends is reported. */
+static void uncork_all(void)
+{
+	exs_conn_uncork_all();
+	exs_sock_settle();
+}
+
 /*
  * An application thread waiting for events polls the CQs itself
  * (EXS_WAIT_ADAPTIVE, EXS_WAIT_BUSY_POLL): BEGIN, ONCE per poll, END. While
@@ -199,6 +215,13 @@ void exs_progress_poll(int phase)
 	case EXS_POLL_AWAKE:
 		__atomic_sub_fetch(&exs_g.sleepers, 1, __ATOMIC_SEQ_CST);
 		return;
+	case EXS_POLL_IDLE:
+		if (idle_count()) {
+			pthread_mutex_lock(&exs_g.lock);
+			uncork_all();
+			pthread_mutex_unlock(&exs_g.lock);
+		}
+		return;
 	default:
 		break;
 	}
@@ -206,6 +229,12 @@ void exs_progress_poll(int phase)
 		return; /* someone is at it already */
 	exs_sock_progress_all();
 	pthread_mutex_unlock(&exs_g.lock);
+}
+
+void exs_progress_idle(void)
+{
+	if (idle_count())
+		uncork_all();
 }
 
 /* EXS_F_SETCOMPTHREADCPU (guide §7.4): the progress thread is the
@@ -250,7 +279,7 @@ static bool ticking(void)
 static void *progress_main(void *arg)
 {
 	struct epoll_event ev[16];
-	uint64_t v, quiet_since = 0;
+	uint64_t v, quiet_since = 0, uncorked_ms = 0;
 	unsigned looked = 0;
 	int n, i;
 
@@ -280,9 +309,21 @@ static void *progress_main(void *arg)
 				polling = false;
 			looked = l;
 		}
-		/* tick while sockets close or probe their peer: no deadline is missed */
-		n = epoll_wait(exs_g.epfd, ev, 16,
-			       polling ? 0 : busy ? EXS_BUSY_ASIDE_MS : disarmed ? EXS_REARM_US / 1000 : ticking() ? 100 : -1);
+		bool corked = __atomic_load_n(&exs_g.ncorked, __ATOMIC_SEQ_CST);
+		/* tick while sockets close or probe their peer: no deadline is
+		 * missed; every millisecond while a chunk is open (conn.c's
+		 * cork_add): no coalesced send waits longer. A chunk opened
+		 * while this thread sleeps longer wakes it (deaf). */
+		int tmo = polling ? 0 : corked ? 1 : busy ? EXS_BUSY_ASIDE_MS
+			  : disarmed ? EXS_REARM_US / 1000 : ticking() ? 100 : -1;
+
+		if (tmo < 0 || tmo > 1) {
+			__atomic_store_n(&exs_g.deaf, true, __ATOMIC_SEQ_CST);
+			if (__atomic_load_n(&exs_g.ncorked, __ATOMIC_SEQ_CST))
+				corked = true, tmo = 1;
+		}
+		n = epoll_wait(exs_g.epfd, ev, 16, tmo);
+		__atomic_store_n(&exs_g.deaf, false, __ATOMIC_RELAXED);
 		if (polling) {
 			busy_poll();
 			/* where pollers outnumber CPUs, the peer's or the
@@ -309,6 +350,16 @@ static void *progress_main(void *arg)
 				exs_progress_arm();
 			}
 			pthread_mutex_unlock(&exs_g.lock);
+		}
+		if (corked) {
+			uint64_t now = exs_now_ms();
+
+			if (now != uncorked_ms) {
+				uncorked_ms = now;
+				pthread_mutex_lock(&exs_g.lock);
+				uncork_all();
+				pthread_mutex_unlock(&exs_g.lock);
+			}
 		}
 		if (ticking() || __atomic_load_n(&exs_g.ctl_lost, __ATOMIC_RELAXED)) {
 			pthread_mutex_lock(&exs_g.lock);

@@ -498,6 +498,13 @@ int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct 
 		}
 		if (!spun) {
 			spun = true;
+			if (exs_queue_poll_hook) { /* nothing to take: coalesced sends go */
+				pthread_mutex_unlock(&q->lock);
+				exs_queue_poll_hook(EXS_POLL_IDLE);
+				pthread_mutex_lock(&q->lock);
+				if (q->h == h && q->live && q->count >= want)
+					continue;
+			}
 			spin(q, h, want, tmo, &t0);
 			continue;
 		}

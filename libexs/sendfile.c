@@ -302,6 +302,7 @@ static int sf_issue(struct exs_sf *sf, int k, const char *buf, size_t len, exs_m
 		ret = exs_sock_xfer(s, &op);
 		if (ret != -EBUSY)
 			break;
+		exs_progress_idle(); /* coalesced sends go: the peer's credits may wait for them */
 		exs_progress_arm(); /* the completion that frees a credit must wake us */
 		exs_cond_wait(&exs_g.cond, &exs_g.lock, NULL, false, NULL, NULL);
 	}

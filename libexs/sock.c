@@ -657,6 +657,8 @@ int exs_sock_fcntl(struct exs_sock *s, int cmd, int arg)
 			return -EISCONN; /* chosen when the connection is made */
 		old = s->fd_flags;
 		s->fd_flags = arg;
+		if (s->conn) /* NODELAY: an open chunk goes now */
+			exs_conn_set_nodelay(s->conn, arg & EXS_FD_NODELAY);
 		return old;
 	default:
 		return -EINVAL;

@@ -132,7 +132,7 @@ int exs_spare_take(int fd, int type, const char *devname, bool iwarp,
 	if (k && k->conn && k->iwarp == iwarp && cfg_same(&k->cfg, cfg)) {
 		c = k->conn;
 		k->conn = NULL;
-		exs_conn_adopt(c, fd, owner, cfg->busy_poll);
+		exs_conn_adopt(c, fd, owner, cfg);
 		*ret_conn = c;
 		want(k);
 		return 0;

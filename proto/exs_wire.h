@@ -142,7 +142,10 @@
  *    into adverts as in part 2 while it holds one. While it holds none:
  *    - if its oldest send has at most K bytes left (and it has a credit),
  *      it SENDs them as EAGER {seq = chunks sent before}: the peer's
- *      buffer is the stream buffer, C chunks of K bytes;
+ *      buffer is the stream buffer, C chunks of K bytes. A chunk holds
+ *      stream bytes, not sends: the sender may put several small sends
+ *      into one (coalescing, libexs's conn.c cork_add), and the receiver
+ *      cannot tell;
  *    - else it waits for an advert, placed without a copy, and SENDs one
  *      RTS {seq = chunks sent} (taking an eager credit, returned as a
  *      chunk's is) unless it sent one and no chunk since.

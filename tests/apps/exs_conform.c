@@ -1737,6 +1737,79 @@ static bool stream_flow(int a, int b, const size_t *sizes, int nsizes, size_t to
 	return ok;
 }
 
+/* STREAM with a stream buffer: two 1 B sends back to back (the second may
+ * wait in an open chunk, coalescing), then no EXS call for 100 ms. The
+ * progress thread's tick has sent both by then: one receive, started with
+ * nothing else waited for, takes both at once. */
+static bool coalesced_tick(int a, int b)
+{
+	exs_qhandle_t q = exs_qcreate(8);
+	char in[64];
+	exs_event_t ev;
+	size_t got = 0;
+	int k, recvs = 0;
+	bool ok = q != EXS_QHANDLE_INVALID && !exs_send(a, "x", 1, 0, q, NULL, UNREG) &&
+		  !exs_send(a, "y", 1, 0, q, NULL, UNREG);
+
+	usleep(100 * 1000);
+	ok = ok && !exs_recv(b, in, sizeof(in), 0, q, (void *)1, UNREG);
+	/* three events that need no waiting: a wait would send the chunk */
+	for (k = 0; ok && k < 3 && exs_qdequeue(q, &ev, 1, &(struct timeval){ 0, 0 }) == 1; k++)
+		if (ev.exs_evt_type == EXS_EVT_RECV) {
+			recvs++;
+			got = ev.exs_evt_errno ? 0 : ev_len(&ev);
+		}
+	if (ok && (recvs != 1 || got != 2))
+		printf("  (receive events %d, last took %zu B)\n", recvs, got);
+	ok = ok && recvs == 1 && got == 2 && !memcmp(in, "xy", 2);
+	/* whatever is left comes with a wait */
+	while (q != EXS_QHANDLE_INVALID && k++ < 3 && next_event(q, WAIT_S * 1000).exs_evt_type)
+		;
+	exs_qdelete(q);
+	return ok;
+}
+
+/* STREAM with a stream buffer: 300 1 B sends back to back, then SHUT_WR
+ * at once: every byte arrives, in order, before the end of the stream
+ * (an open chunk goes before the FIN) */
+static bool coalesced_then_fin(int a, int b)
+{
+	exs_qhandle_t q = exs_qcreate(512);
+	char in[512], want[300];
+	size_t got = 0;
+	int k, n = 0;
+	bool ok = q != EXS_QHANDLE_INVALID, eof = false;
+
+	for (k = 0; k < 300; k++)
+		want[k] = (char)(k * 13 + 1);
+	for (k = 0; ok && k < 300; k++)
+		ok = !exs_send(a, &want[k], 1, EXS_CREDIT_WAIT, q, NULL, UNREG);
+	ok = ok && !exs_shutdown(a, SHUT_WR, 0, q, NULL);
+	while (ok && !eof) {
+		exs_event_t ev = { 0 };
+
+		ok = !exs_recv(b, in + got, sizeof(in) - got, 0, q, (void *)2, UNREG);
+		while (ok) {
+			ev = next_event(q, WAIT_S * 1000);
+			if (ev.exs_evt_type == EXS_EVT_RECV)
+				break;
+			ok = ev.exs_evt_type == EXS_EVT_SEND || ev.exs_evt_type == EXS_EVT_SHUTDOWN;
+			n++;
+		}
+		ok = ok && !ev.exs_evt_errno;
+		eof = ok && ev_len(&ev) == 0;
+		got += ok ? ev_len(&ev) : 0;
+		ok = ok && got <= 300;
+	}
+	while (ok && n < 301)
+		n += next_event(q, WAIT_S * 1000).exs_evt_type != 0;
+	exs_qdelete(q);
+	if (got != 300 || memcmp(in, want, 300))
+		printf("  (%zu of 300 B before the end%s)\n", got,
+		       got == 300 ? ", out of order" : "");
+	return ok && got == 300 && !memcmp(in, want, 300);
+}
+
 /* STREAM with a stream buffer: 10 B sent to no receive wait at `b`, so
  * exs_poll says POLLIN, and a receive started then gets them */
 static bool buffered_readable(int a, int b)
@@ -2008,6 +2081,16 @@ static void tuning(void)
 		       "1 B, 64 KiB, 2 B, 30,000 B sends in turn (chunks and placement), checked");
 		report(stream_flow(a, b, mixed, 4, 1 << 18, 1 << 16, true, false), "7.6",
 		       "the same, 256 KiB into 64 KiB MSG_WAITALL receives, checked");
+		report(coalesced_tick(a, b), "7.6",
+		       "small sends coalesced in a chunk go within the progress thread's tick, with no wait");
+		report(exs_fcntl(a, EXS_F_SETFD, exs_fcntl(a, EXS_F_GETFD, 0) | EXS_FD_NODELAY) == 0 &&
+		       exs_fcntl(a, EXS_F_GETFD, 0) == EXS_FD_NODELAY &&
+		       stream_flow(a, b, tiny, 4, 3000, 64, false, true), "7.6",
+		       "EXS_FD_NODELAY set after connect (no coalescing): 3,000 B in 1-5 B sends, checked");
+		report(exs_fcntl(a, EXS_F_SETFD, 0) == EXS_FD_NODELAY && exs_fcntl(a, EXS_F_GETFD, 0) == 0,
+		       "7.6", "EXS_FD_NODELAY cleared again");
+		report(coalesced_then_fin(a, b), "7.6",
+		       "300 1 B sends then SHUT_WR at once: all 300 B, in order, before the end of stream");
 		exs_blocking_close(b);
 		exs_blocking_close(a);
 	} else {
