@@ -292,8 +292,10 @@ END_TEST
  * but finds its events there says LOOK (a busy-polling progress thread
  * then leaves the polling to it); one that spins says BEGIN..END; a wait
  * that never spins (a zero timeout under the adaptive budget, or
- * EXS_WAIT_NOTIFY) says neither. */
-static unsigned phases[EXS_POLL_LOOK + 1];
+ * EXS_WAIT_NOTIFY) says neither. Every wait that finds nothing, even with
+ * a zero timeout, says IDLE once (coalesced sends go), and one that finds
+ * its events does not. */
+static unsigned phases[EXS_POLL_IDLE + 1];
 
 static void count_phase(int phase)
 {
@@ -318,12 +320,18 @@ START_TEST(poll_hook_phases)
 	exs_queue_post(q, &e);
 	ck_assert_int_eq(exs_queue_dequeue(q->h, &out, 1, &zero, false), 1);
 	ck_assert_uint_eq(phases[EXS_POLL_LOOK], 1);
+	ck_assert_uint_eq(phases[EXS_POLL_IDLE], 0);
 
 	ck_assert_int_eq(exs_queue_dequeue(q->h, &out, 1, &ms, false), 0);
 	ck_assert_uint_eq(phases[EXS_POLL_LOOK], 1);
 	ck_assert_uint_eq(phases[EXS_POLL_BEGIN], 1);
 	ck_assert_uint_eq(phases[EXS_POLL_END], 1);
 	ck_assert_uint_gt(phases[EXS_POLL_ONCE], 0);
+	ck_assert_uint_eq(phases[EXS_POLL_IDLE], 1);
+
+	ck_assert_int_eq(exs_queue_dequeue(q->h, &out, 1, &zero, false), 0);
+	ck_assert_uint_eq(phases[EXS_POLL_IDLE], 2);
+	ck_assert_uint_eq(phases[EXS_POLL_BEGIN], 1);
 
 	q->wait = EXS_WAIT_NOTIFY;
 	exs_queue_ref(q);
@@ -331,6 +339,7 @@ START_TEST(poll_hook_phases)
 	ck_assert_int_eq(exs_queue_dequeue(q->h, &out, 1, NULL, false), 1);
 	ck_assert_uint_eq(phases[EXS_POLL_LOOK], 1);
 	ck_assert_uint_eq(phases[EXS_POLL_BEGIN], 1);
+	ck_assert_uint_eq(phases[EXS_POLL_IDLE], 2);
 	exs_queue_poll_hook = saved;
 	exs_queue_delete(q->h);
 }
