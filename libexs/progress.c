@@ -281,6 +281,9 @@ static void *progress_main(void *arg)
 	struct epoll_event ev[16];
 	uint64_t v, quiet_since = 0, uncorked_ms = 0;
 	unsigned looked = 0;
+	/* busy: when the look under way began (0: polling); its time left */
+	uint64_t look_ms = 0;
+	int look_left = EXS_BUSY_ASIDE_MS;
 	int n, i;
 
 	(void)arg;
@@ -301,12 +304,26 @@ static void *progress_main(void *arg)
 			 * and then kept them off. A waiter asleep armed the CQs
 			 * (EXS_POLL_ARM), so their events wake this thread: its
 			 * polls would only keep a CPU from the one that wakes
-			 * the sleeper (a blocking call's wait took 1-8 ms). */
+			 * the sleeper (a blocking call's wait took 1-8 ms).
+			 * A CQ's event that wakes it early ends no look: judged
+			 * over the few microseconds since, every early wake-up
+			 * found no waiter and polled (a third busy thread on a
+			 * ping-pong's two CPUs, about one poll and yield per
+			 * round trip). */
 			unsigned l = waits_begun();
+			uint64_t now;
 
 			if (__atomic_load_n(&exs_g.spinners, __ATOMIC_RELAXED) || l != looked ||
-			    __atomic_load_n(&exs_g.sleepers, __ATOMIC_SEQ_CST))
+			    __atomic_load_n(&exs_g.sleepers, __ATOMIC_SEQ_CST)) {
 				polling = false;
+				look_ms = exs_now_ms(); /* a new look */
+				look_left = EXS_BUSY_ASIDE_MS;
+			} else if (look_ms && (now = exs_now_ms()) - look_ms < EXS_BUSY_ASIDE_MS) {
+				polling = false; /* the look goes on */
+				look_left = (int)(EXS_BUSY_ASIDE_MS - (now - look_ms));
+			} else {
+				look_ms = 0;
+			}
 			looked = l;
 		}
 		bool corked = __atomic_load_n(&exs_g.ncorked, __ATOMIC_SEQ_CST);
@@ -314,7 +331,7 @@ static void *progress_main(void *arg)
 		 * missed; every millisecond while a chunk is open (conn.c's
 		 * cork_add): no coalesced send waits longer. A chunk opened
 		 * while this thread sleeps longer wakes it (deaf). */
-		int tmo = polling ? 0 : corked ? 1 : busy ? EXS_BUSY_ASIDE_MS
+		int tmo = polling ? 0 : corked ? 1 : busy ? look_left
 			  : disarmed ? EXS_REARM_US / 1000 : ticking() ? 100 : -1;
 
 		if (tmo < 0 || tmo > 1) {
