@@ -1187,20 +1187,8 @@ static void cork_unlink(struct exs_conn *c)
 	c->ck_next = NULL;
 }
 
-/* the open chunk, if any, goes now */
-static int uncork(struct exs_conn *c)
-{
-	uint32_t n = c->ck_len;
-
-	if (!n)
-		return 0;
-	c->ck_len = 0;
-	c->ck_msgs = 0;
-	cork_unlink(c);
-	return post_chunk(c, n, WR_NONE);
-}
-
-/* The connection broke, or goes: what the open chunk holds never will. */
+/* The connection broke, or goes: what the open chunk holds never will.
+ * (uncork: it is closed before it goes.) */
 static void cork_drop(struct exs_conn *c)
 {
 	if (c->ck_len) {
@@ -1210,26 +1198,40 @@ static void cork_drop(struct exs_conn *c)
 	}
 }
 
+/* the open chunk, if any, goes now */
+static int uncork(struct exs_conn *c)
+{
+	uint32_t n = c->ck_len;
+
+	if (!n)
+		return 0;
+	cork_drop(c);
+	return post_chunk(c, n, WR_NONE);
+}
+
+/* uncork, or break the connection if the chunk cannot go (touched, for
+ * its socket to see); true if it broke */
+static bool uncork_or_break(struct exs_conn *c)
+{
+	if (!uncork(c))
+		return false;
+	exs_conn_break(c, ECONNRESET);
+	touch(c);
+	return true;
+}
+
 /* Lock held: every open chunk goes (a thread waits, or the tick came). */
 void exs_conn_uncork_all(void)
 {
-	while (corked) {
-		struct exs_conn *c = corked;
-
-		if (uncork(c)) {
-			exs_conn_break(c, ECONNRESET);
-			touch(c); /* for its socket to see */
-		}
-	}
+	while (corked)
+		uncork_or_break(corked);
 }
 
 void exs_conn_set_nodelay(struct exs_conn *c, bool on)
 {
 	c->nodelay = on;
-	if (on && uncork(c)) {
-		exs_conn_break(c, ECONNRESET);
-		touch(c);
-	}
+	if (on)
+		uncork_or_break(c);
 }
 
 /* May the first pending send, which has eager room, open a chunk: a small
@@ -2539,10 +2541,8 @@ static void on_message(struct exs_conn *c, const struct exs_wire_msg *m)
 		 * while we hold no advert, so one that is queued stays good.
 		 * An open chunk goes now, as it would have without coalescing:
 		 * the advert was made before it arrived. */
-		if (c->ck_len && uncork(c)) {
-			exs_conn_break(c, ECONNRESET);
+		if (uncork_or_break(c))
 			return;
-		}
 		if (c->sb_chunk && m->seq != c->e_tx)
 			break;
 		if (c->ad_count == c->alloc || !m->len || (m->flags & ADV_HELD)) {
