@@ -392,7 +392,8 @@ static bool spins(const struct exs_queue *q, const struct timeval *tmo)
  * poll the completion queues from this thread for up to q->spin_us. The
  * budget follows how long waits really take (exs_spin_budget: up to
  * exs.conf's busy_poll_us). EXS_WAIT_BUSY_POLL spins for the
- * whole timeout, EXS_WAIT_NOTIFY never spins. Called with q->lock held;
+ * whole timeout, EXS_WAIT_NOTIFY never spins. Called when spins(q, tmo),
+ * with q->lock held;
  * returns with it held. *t0: the spin's origin, read at its first clock
  * check (left 0 when it never checks).
  *
@@ -411,11 +412,12 @@ static void spin(struct exs_queue *q, exs_qhandle_t h, unsigned want, const stru
 	uint64_t end = UINT64_MAX, budget = q->spin_us;
 	unsigned next = 16;
 
-	if (!spins(q, tmo))
-		return;
 	if (q->wait == EXS_WAIT_BUSY_POLL) /* spin for the whole wait */
 		budget = tmo ? (uint64_t)tmo->tv_sec * 1000000 + (uint64_t)tmo->tv_usec : UINT64_MAX;
 	pthread_mutex_unlock(&q->lock);
+	/* nothing to take: coalesced sends go (said here, where the lock is
+	 * let go anyway, not at a second unlock on the way to every spin) */
+	exs_queue_poll_hook(EXS_POLL_IDLE);
 	exs_queue_poll_hook(EXS_POLL_BEGIN);
 	for (unsigned i = 1;; i++) {
 		exs_queue_poll_hook(EXS_POLL_ONCE);
@@ -498,14 +500,13 @@ int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct 
 		}
 		if (!spun) {
 			spun = true;
-			if (exs_queue_poll_hook) { /* nothing to take: coalesced sends go */
+			if (spins(q, tmo)) {
+				spin(q, h, want, tmo, &t0); /* says IDLE first */
+			} else if (exs_queue_poll_hook) { /* nothing to take: coalesced sends go */
 				pthread_mutex_unlock(&q->lock);
 				exs_queue_poll_hook(EXS_POLL_IDLE);
 				pthread_mutex_lock(&q->lock);
-				if (q->h == h && q->live && q->count >= want)
-					continue;
 			}
-			spin(q, h, want, tmo, &t0);
 			continue;
 		}
 		if (tmo && tmo->tv_sec == 0 && tmo->tv_usec == 0)
