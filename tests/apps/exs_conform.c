@@ -1674,7 +1674,7 @@ static bool stream_flow(int a, int b, const size_t *sizes, int nsizes, size_t to
 	bool ok = qs != EXS_QHANDLE_INVALID && qr != EXS_QHANDLE_INVALID && total <= sizeof(sbuf) &&
 		  rlen * 4 <= sizeof(rbuf);
 	size_t sent = 0, got = 0, k;
-	int ns = 0, nsent = 0, sends_done = 0, recvs_out = 0, i;
+	int ns = 0, nsent = 0, sends_done = 0, recvs_out = 0, waited = 0, i; /* waited: ms */
 	char *rb[4];
 
 	for (k = 0; k < total; k++)
@@ -1697,13 +1697,13 @@ static bool stream_flow(int a, int b, const size_t *sizes, int nsizes, size_t to
 	while (ok && got < total) {
 		exs_event_t ev;
 
-		while (ok && nsent < ns && nsent - sends_done < 8) {
-			ok = exs_send(a, sbuf + sent, slen[nsent], 0, qs, NULL, UNREG) == 0;
-			sent += slen[nsent++];
-		}
 		while (ok && sends_done < nsent && exs_qdequeue(qs, &ev, 1, &(struct timeval){ 0, 0 }) == 1) {
 			ok = ev.exs_evt_type == EXS_EVT_SEND && !ev.exs_evt_errno;
 			sends_done++;
+		}
+		while (ok && nsent < ns && nsent - sends_done < 8) {
+			ok = exs_send(a, sbuf + sent, slen[nsent], 0, qs, NULL, UNREG) == 0;
+			sent += slen[nsent++];
 		}
 		/* A MSG_WAITALL receive may need sends not started yet, which
 		 * wait for the completions of those out: wait for the receive
@@ -1711,20 +1711,9 @@ static bool stream_flow(int a, int b, const size_t *sizes, int nsizes, size_t to
 		 * between them (one long wait here waited for itself when the
 		 * last completions came just after the loop above looked) */
 		ev = next_event(qr, 10);
-		for (int ms = 10; ok && !ev.exs_evt_type && ms < WAIT_S * 1000; ms += 10) {
-			exs_event_t sev;
-
-			while (ok && sends_done < nsent &&
-			       exs_qdequeue(qs, &sev, 1, &(struct timeval){ 0, 0 }) == 1) {
-				ok = sev.exs_evt_type == EXS_EVT_SEND && !sev.exs_evt_errno;
-				sends_done++;
-			}
-			while (ok && nsent < ns && nsent - sends_done < 8) {
-				ok = exs_send(a, sbuf + sent, slen[nsent], 0, qs, NULL, UNREG) == 0;
-				sent += slen[nsent++];
-			}
-			ev = next_event(qr, 10);
-		}
+		if (ok && !ev.exs_evt_type && (waited += 10) < WAIT_S * 1000)
+			continue;
+		waited = 0;
 		i = (int)(intptr_t)ev.exs_evt_ahandle;
 		ok = ok && ev.exs_evt_type == EXS_EVT_RECV && !ev.exs_evt_errno && i >= 0 && i < 4 &&
 		     ev_len(&ev) > 0 && got + ev_len(&ev) <= total &&
