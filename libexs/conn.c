@@ -43,6 +43,7 @@ static int place_persist(struct exs_conn *c);
 static void issue_reads(struct exs_conn *c);
 static int persist_start(struct exs_conn *c, const struct exs_op *t);
 static int unpersist(struct exs_conn *c, bool recv);
+static void zone_give(struct exs_conn *c, struct exs_op *op, size_t n);
 
 static const char *const tx_names[] = {
 	[EXS_TX_OPEN] = "open",		  [EXS_TX_REFUSED] = "refused",
@@ -394,10 +395,10 @@ void exs_conn_destroy(struct exs_conn *c)
 		exs_debug("fd %d: %" PRIu64 " sends, %" PRIu64 " receives; %" PRIu64 " send WRs (%" PRIu64
 			  " signalled), %" PRIu64 " receive WRs, %" PRIu64 " completions, %" PRIu64
 			  " CQ polls, %" PRIu64 " CQ arms, %" PRIu64 " waits for send queue room, %" PRIu64
-			  " sends coalesced",
+			  " sends coalesced, %" PRIu64 " copied through a zone",
 			  c->fd, c->sends, c->recvs, c->n_send_wr, c->n_signalled, c->n_recv_wr,
 			  c->n_cqe, c->scq ? c->scq->n_polls - c->n_polls0 : 0,
-			  c->scq ? c->scq->n_arms - c->n_arms0 : 0, c->n_dq_waits, c->n_corked);
+			  c->scq ? c->scq->n_arms - c->n_arms0 : 0, c->n_dq_waits, c->n_corked, c->n_zoned);
 	exs_cq_id_free(c->id); /* its completions still in the CQ name nobody */
 	untouch(c);
 	cork_drop(c);
@@ -425,6 +426,8 @@ void exs_conn_destroy(struct exs_conn *c)
 	if (c->scq)
 		/* a built connection (it has its id) goes only under exs_g.lock */
 		exs_cq_release(c->scq, c->cq_need, c->qp != NULL, c->id != 0);
+	exs_zone_free(&c->zone[0]);
+	exs_zone_free(&c->zone[1]);
 	if (c->mem_mr)
 		ibv_dereg_mr(c->mem_mr);
 	if (c->mem)
@@ -681,6 +684,7 @@ static void op_complete(struct exs_conn *c, struct exs_op *op, int err, size_t l
 	bool is_send = op->kind == EXS_EVT_SEND;
 
 	op_event(c, op, err, len, lost, &ev);
+	zone_give(c, op, err ? 0 : len);
 	if (op->tmp_mr)
 		ibv_dereg_mr(op->tmp_mr);
 	if (op->pmr)
@@ -843,9 +847,50 @@ static int reg_alone(struct exs_conn *c, struct exs_op *op, int access)
 	return 0;
 }
 
+/* An unregistered operation of up to EXS_ZONE_MAX bytes goes through a
+ * run of its connection's copy zone (zone.c) if there is room: a send is
+ * copied in now, a receive keeps what it already holds (a STREAM receive
+ * may have taken buffered bytes) and is copied out when it completes. Not
+ * an exs_sendmsg/exs_recvmsg's elements, nor a persistent block. */
+static bool zone_take(struct exs_conn *c, struct exs_op *op, bool send)
+{
+	struct exs_zone *z = &c->zone[!send];
+	int page;
+
+	if (op->nseg || (op->flags & EXS_PERSISTENT))
+		return false;
+	page = exs_zone_take(z, c->dev, op->len,
+			     send ? 0 : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (page < 0)
+		return false;
+	op->zpage = page + 1;
+	op->lbuf = exs_zone_addr(z, page);
+	op->lkey = z->mr->lkey;
+	op->rkey = z->mr->rkey;
+	memcpy(op->lbuf, op->buf, send ? op->len : op->done);
+	c->n_zoned++;
+	return true;
+}
+
+/* A zoned operation's run goes back, after a receive's data went from it
+ * to the caller's buffer (n bytes; 0 when it failed). */
+static void zone_give(struct exs_conn *c, struct exs_op *op, size_t n)
+{
+	bool send = op->kind == EXS_EVT_SEND;
+
+	if (!op->zpage)
+		return;
+	if (!send && n)
+		memcpy(op->buf, op->lbuf, n);
+	exs_zone_give(&c->zone[!send], op->zpage - 1, op->len);
+	op->zpage = 0;
+	op->lbuf = op->buf;
+}
+
 /* Make an operation's buffer usable by the device: its registration, or
  * for an unregistered one, inline (a send the device copies when it is
- * posted, §7.3) or a registration for this call alone. */
+ * posted, §7.3), a run of a copy zone, or a registration for this call
+ * alone. */
 static int op_mem(struct exs_conn *c, struct exs_op *op)
 {
 	bool send = op->kind == EXS_EVT_SEND;
@@ -863,7 +908,7 @@ static int op_mem(struct exs_conn *c, struct exs_op *op)
 		op->rkey = mr->rkey;
 	} else if (send && op->len <= c->inline_max) {
 		op->lkey = 0;
-	} else {
+	} else if (!zone_take(c, op, send)) {
 		int ret = reg_alone(c, op, send ? 0 : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 
 		if (ret)
@@ -904,8 +949,9 @@ static int op_start(struct exs_conn *c, struct exs_op *op)
 }
 
 /* Undo op_start for an operation that never started. */
-static void op_unstart(struct exs_op *op)
+static void op_unstart(struct exs_conn *c, struct exs_op *op)
 {
+	zone_give(c, op, 0);
 	if (op->q)
 		exs_queue_unref(op->q);
 	if (op->tmp_mr)
@@ -1474,7 +1520,7 @@ static void deliver_small(struct exs_conn *c, struct exs_op *op, const char *dat
 {
 	size_t n = len < op->len ? len : op->len;
 
-	memcpy(op->buf, data, n);
+	memcpy(op->lbuf, data, n);
 	c->owed++;
 	op_complete(c, op, 0, n, len - n);
 }
@@ -1498,7 +1544,7 @@ static void take_pool(struct exs_conn *c, struct exs_op *op)
 		uint32_t i = c->pool_head, avail = c->pool_len[i] - c->pool_off;
 		size_t k = op->len - op->done < avail ? op->len - op->done : avail;
 
-		memcpy((char *)op->buf + op->done, c->pool + (size_t)i * c->sp_cap + c->pool_off, k);
+		memcpy(op->lbuf + op->done, c->pool + (size_t)i * c->sp_cap + c->pool_off, k);
 		op->done += k;
 		c->pool_off += (uint32_t)k;
 		if (c->pool_off == c->pool_len[i]) {
@@ -1670,7 +1716,7 @@ int exs_conn_recv(struct exs_conn *c, const struct exs_op *t)
 			c->rx_rsn--;
 		if (c->seq || c->sb_chunk)
 			c->rf_count--;
-		op_unstart(op);
+		op_unstart(c, op);
 		c->rfree[c->nrfree++] = slot;
 		if (ret != -ENOBUFS && ret != -ENOMEM && ret != -EFAULT) {
 			exs_conn_break(c, ECONNRESET); /* the QP is dead */
@@ -2092,7 +2138,7 @@ static void on_chunk(struct exs_conn *c, const struct exs_wire_eager *h, const c
 		struct exs_op *op = &c->rop[c->rfifo[c->rf_head]];
 		size_t n = op->len - op->done < len - used ? op->len - op->done : len - used;
 
-		memcpy((char *)op->buf + op->done, d + used, n);
+		memcpy(op->lbuf + op->done, d + used, n);
 		op->done += n;
 		used += (uint32_t)n;
 		if (!stream_recv_done(op))
@@ -2349,7 +2395,7 @@ static int persist_start(struct exs_conn *c, const struct exs_op *t)
 					  IBV_ACCESS_REMOTE_READ);
 	if (!op->pmr) {
 		ret = -(errno ? errno : ENOMEM);
-		op_unstart(op);
+		op_unstart(c, op);
 		return ret;
 	}
 	ret = post_ctl(c, (struct exs_wire_msg){ .type = EXS_WIRE_PERSIST,
@@ -2358,7 +2404,7 @@ static int persist_start(struct exs_conn *c, const struct exs_op *t)
 	if (ret) {
 		ibv_dereg_mr(op->pmr);
 		op->pmr = NULL;
-		op_unstart(op);
+		op_unstart(c, op);
 		if (ret == -ENOBUFS)
 			return -EBUSY;
 		exs_conn_break(c, ECONNRESET);

@@ -13,6 +13,7 @@
  *     -> spare.c   connections built before a connect or accept needs them
  *     -> conn.c    one established connection: state machine and data path
  *     -> cq.c      the CQs a device's connections share; whose a completion is
+ *     -> zone.c    the pages unregistered transfers are copied through
  *     -> verbs.c (devices, memory), queue.c (event queues), ctl.c (the
  *        channel to exsd, which hands what it reads back to its caller)
  *
@@ -289,6 +290,24 @@ void exs_nopipe_end(struct exs_nopipe *g);
 int exs_verbs_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr);
 
 /* ---- conn.c: one established connection, its state machine and data path */
+/* ---- zone.c: pages registered once that unregistered sends and
+ * receives of up to EXS_ZONE_MAX bytes are copied through */
+#define EXS_ZONE_PAGE 4096
+#define EXS_ZONE_PAGES 64 /* a zone: 256 KiB, made at its first use */
+#define EXS_ZONE_MAX (16 * EXS_ZONE_PAGE)
+struct exs_zone {
+	char *mem;
+	struct ibv_mr *mr;
+	uint64_t used; /* a bit per page */
+	bool failed;   /* could not be made: never tried again */
+};
+/* a run of pages for n bytes (the zone made with `access` if it is not
+ * yet): its first page, or -1 (too long, full, or no zone) */
+int exs_zone_take(struct exs_zone *z, struct exs_dev *d, size_t n, int access);
+char *exs_zone_addr(const struct exs_zone *z, int page);
+void exs_zone_give(struct exs_zone *z, int page, size_t n);
+void exs_zone_free(struct exs_zone *z);
+
 /* One element of an exs_sendmsg/exs_recvmsg iovec. A send's element is
  * gathered by the device (its own lkey); a receive's is where the bounce
  * buffer is scattered to when the receive completes. */
@@ -310,7 +329,9 @@ struct exs_op {
 	exs_mhandle_t user_mh;
 	struct exs_mreg *mreg;  /* explicit registration (ref held) */
 	struct ibv_mr *tmp_mr;  /* implicit registration of this call */
-	char *lbuf; /* what the device reads or writes */
+	char *lbuf; /* what the device reads or writes; a receive's data
+		     * goes here, and from a copy zone to buf at its end */
+	int zpage;  /* 1 + its first page in its connection's copy zone, or 0 */
 	uint32_t lkey, rkey;
 	bool has_mem; /* lkey/rkey are set (a quiet receive gets them on RTS) */
 	bool advertised; /* receive: its ADVERT went out */
@@ -500,6 +521,8 @@ struct exs_conn {
 	 * room in the send queue (dq_room) */
 	uint64_t n_send_wr, n_signalled, n_recv_wr, n_cqe, n_polls0, n_arms0, n_dq_waits;
 	uint64_t n_corked; /* sends that went in an open chunk */
+	uint64_t n_zoned;  /* unregistered operations copied through a zone */
+	struct exs_zone zone[2]; /* copy zones: sends', receives' (zone.c) */
 };
 /* what a socket asks of its connection */
 struct exs_conn_cfg {
