@@ -289,7 +289,6 @@ void exs_nopipe_begin(struct exs_nopipe *g);
 void exs_nopipe_end(struct exs_nopipe *g);
 int exs_verbs_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr);
 
-/* ---- conn.c: one established connection, its state machine and data path */
 /* ---- zone.c: pages registered once that unregistered sends and
  * receives of up to EXS_ZONE_MAX bytes are copied through */
 #define EXS_ZONE_PAGE 4096
@@ -308,6 +307,7 @@ char *exs_zone_addr(const struct exs_zone *z, int page);
 void exs_zone_give(struct exs_zone *z, int page, size_t n);
 void exs_zone_free(struct exs_zone *z);
 
+/* ---- conn.c: one established connection, its state machine and data path */
 /* One element of an exs_sendmsg/exs_recvmsg iovec. A send's element is
  * gathered by the device (its own lkey); a receive's is where the bounce
  * buffer is scattered to when the receive completes. */
