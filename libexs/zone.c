@@ -32,6 +32,12 @@
 
 #define ZONE_LEN ((size_t)EXS_ZONE_PAGES * EXS_ZONE_PAGE)
 
+/* the pages of a run of n bytes */
+static unsigned pages(size_t n)
+{
+	return (unsigned)((n + EXS_ZONE_PAGE - 1) / EXS_ZONE_PAGE);
+}
+
 static size_t pinned; /* by all zones of the process (atomic: see exs_zone_free) */
 
 /* Would one more zone stay within its share of RLIMIT_MEMLOCK? The limit
@@ -70,7 +76,7 @@ static int make(struct exs_zone *z, struct exs_dev *d, int access)
 
 int exs_zone_take(struct exs_zone *z, struct exs_dev *d, size_t n, int access)
 {
-	unsigned k = (unsigned)((n + EXS_ZONE_PAGE - 1) / EXS_ZONE_PAGE), i;
+	unsigned k = pages(n), i;
 	uint64_t run;
 
 	if (!n || n > EXS_ZONE_MAX || z->failed)
@@ -101,7 +107,7 @@ char *exs_zone_addr(const struct exs_zone *z, int page)
 
 void exs_zone_give(struct exs_zone *z, int page, size_t n)
 {
-	unsigned k = (unsigned)((n + EXS_ZONE_PAGE - 1) / EXS_ZONE_PAGE);
+	unsigned k = pages(n);
 
 	z->used &= ~(((1ull << k) - 1) << page);
 }
