@@ -1850,15 +1850,16 @@ static bool coalesced_tick(int a, int b)
  * hung on siw0 when a slow guest coalesced too few). */
 static bool coalesced_then_fin(int a, int b)
 {
+	enum { N = 48 };
 	exs_qhandle_t q = exs_qcreate(512);
-	char in[512], want[48];
+	char in[512], want[N];
 	size_t got = 0;
 	int k, n = 0;
 	bool ok = q != EXS_QHANDLE_INVALID, eof = false;
 
-	for (k = 0; k < 48; k++)
+	for (k = 0; k < N; k++)
 		want[k] = (char)(k * 13 + 1);
-	for (k = 0; ok && k < 48; k++)
+	for (k = 0; ok && k < N; k++)
 		ok = !exs_send(a, &want[k], 1, EXS_CREDIT_WAIT, q, NULL, UNREG);
 	ok = ok && !exs_shutdown(a, SHUT_WR, 0, q, NULL);
 	while (ok && !eof) {
@@ -1875,15 +1876,15 @@ static bool coalesced_then_fin(int a, int b)
 		ok = ok && !ev.exs_evt_errno;
 		eof = ok && ev_len(&ev) == 0;
 		got += ok ? ev_len(&ev) : 0;
-		ok = ok && got <= 48;
+		ok = ok && got <= N;
 	}
-	while (ok && n < 49)
+	while (ok && n < N + 1)
 		n += next_event(q, WAIT_S * 1000).exs_evt_type != 0;
 	exs_qdelete(q);
-	if (got != 48 || memcmp(in, want, 48))
-		printf("  (%zu of 48 B before the end%s)\n", got,
-		       got == 48 ? ", out of order" : "");
-	return ok && got == 48 && !memcmp(in, want, 48);
+	if (got != N || memcmp(in, want, N))
+		printf("  (%zu of %d B before the end%s)\n", got, N,
+		       got == N ? ", out of order" : "");
+	return ok && got == N && !memcmp(in, want, N);
 }
 
 /* STREAM with a stream buffer: 10 B sent to no receive wait at `b`, so
