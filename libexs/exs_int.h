@@ -199,6 +199,8 @@ extern void (*exs_queue_poll_hook)(int phase);
 #define EXS_BUSY_ASIDE_MS 10
 #define EXS_SPIN_CLOCK_EVERY 256 /* polls at most between two readings of the clock */
 #define EXS_REARM_US 2000 /* quiet this long, the progress thread takes the CQs back */
+/* the longest it sleeps while waiters keep polling (progress.c's longer()) */
+#define EXS_QUIET_MAX_MS 32
 #define EXS_CORK_MSGS 64 /* sends one coalesced chunk holds at most (conn.c's cork_add) */
 /* The adaptive wait's next budget after a wait that took `waited_us`. */
 unsigned exs_spin_budget(unsigned spin_us, uint64_t waited_us, unsigned ceiling_us);
@@ -759,7 +761,8 @@ struct exs_global {
 	 * ndisarmed such CQs are re-armed by a waiter before it sleeps
 	 * (sleepers: waiters that did and sleep; while one does, the progress
 	 * thread re-arms a CQ whose event it took), or by the progress thread
-	 * once nobody has begun to poll for EXS_REARM_US */
+	 * once nobody has begun to poll since its last check (checks
+	 * EXS_REARM_US after, then twice as far apart up to EXS_QUIET_MAX_MS) */
 	unsigned spinners, ndisarmed, spin_gen;
 	unsigned sleepers; /* changed and read atomically, never under the lock */
 	/* waits that would have spun but found their events there (LOOK);

@@ -276,6 +276,21 @@ static bool ticking(void)
 	       __atomic_load_n(&exs_g.nprobing, __ATOMIC_RELAXED);
 }
 
+/*
+ * While application threads keep waiting (polling the CQs themselves), the
+ * progress thread has nothing to do but look again later, and each look
+ * wakes it: where the waiters' threads fill the CPUs, that wake-up takes a
+ * CPU from one of them (in a 2-CPU guest a ping-pong's waiter was preempted
+ * once per look, 500 times a second, and the round trips that met one took
+ * hundreds of microseconds). So each look or quiet check that found waiters
+ * makes the next one twice as long, up to EXS_QUIET_MAX_MS; one that found
+ * none starts again from the shortest.
+ */
+static int longer(int ms)
+{
+	return ms * 2 < EXS_QUIET_MAX_MS ? ms * 2 : EXS_QUIET_MAX_MS;
+}
+
 static void *progress_main(void *arg)
 {
 	struct epoll_event ev[16];
@@ -283,13 +298,18 @@ static void *progress_main(void *arg)
 	unsigned looked = 0;
 	/* busy: when the look under way began (0: polling); its time left */
 	uint64_t look_ms = 0;
-	int look_left = EXS_BUSY_ASIDE_MS;
+	int look_len = EXS_BUSY_ASIDE_MS, look_left = EXS_BUSY_ASIDE_MS;
+	/* how long it sleeps between two checks while CQs are disarmed */
+	int quiet_ms = EXS_REARM_US / 1000;
 	int n, i;
 
 	(void)arg;
 	for (;;) {
 		bool busy = __atomic_load_n(&exs_g.nbusypoll, __ATOMIC_RELAXED), polling = busy;
 		bool disarmed = __atomic_load_n(&exs_g.ndisarmed, __ATOMIC_RELAXED);
+
+		if (!disarmed) /* re-armed meanwhile (a waiter that slept): start short */
+			quiet_ms = EXS_REARM_US / 1000;
 
 		if (busy) {
 			/* An application thread polls in its wait, or came to
@@ -316,13 +336,18 @@ static void *progress_main(void *arg)
 			if (__atomic_load_n(&exs_g.spinners, __ATOMIC_RELAXED) || l != looked ||
 			    __atomic_load_n(&exs_g.sleepers, __ATOMIC_SEQ_CST)) {
 				polling = false;
-				look_ms = exs_now_ms(); /* a new look */
-				look_left = EXS_BUSY_ASIDE_MS;
-			} else if (look_ms && (now = exs_now_ms()) - look_ms < EXS_BUSY_ASIDE_MS) {
+				now = exs_now_ms();
+				/* a whole look found waiters: the next is longer */
+				if (look_ms && now - look_ms >= (uint64_t)look_len)
+					look_len = longer(look_len);
+				look_ms = now; /* a new look */
+				look_left = look_len;
+			} else if (look_ms && (now = exs_now_ms()) - look_ms < (uint64_t)look_len) {
 				polling = false; /* the look goes on */
-				look_left = (int)(EXS_BUSY_ASIDE_MS - (now - look_ms));
+				look_left = (int)(look_len - (int)(now - look_ms));
 			} else {
 				look_ms = 0;
+				look_len = EXS_BUSY_ASIDE_MS;
 			}
 			looked = l;
 		}
@@ -332,7 +357,7 @@ static void *progress_main(void *arg)
 		 * cork_add): no coalesced send waits longer. A chunk opened
 		 * while this thread sleeps longer wakes it (deaf). */
 		int tmo = polling ? 0 : corked ? 1 : busy ? look_left
-			  : disarmed ? EXS_REARM_US / 1000 : ticking() ? 100 : -1;
+			  : disarmed ? quiet_ms : ticking() ? 100 : -1;
 
 		if (tmo < 0 || tmo > 1) {
 			__atomic_store_n(&exs_g.deaf, true, __ATOMIC_SEQ_CST);
@@ -361,10 +386,14 @@ static void *progress_main(void *arg)
 
 			pthread_mutex_lock(&exs_g.lock);
 			if (spun_lately(true)) {
+				/* waiters kept coming for a whole sleep: the next is longer */
+				if (now - quiet_since >= (uint64_t)quiet_ms)
+					quiet_ms = longer(quiet_ms);
 				quiet_since = now;
 			} else if (__atomic_load_n(&exs_g.sleepers, __ATOMIC_SEQ_CST) ||
 				   now - quiet_since >= EXS_REARM_US / 1000) {
 				exs_progress_arm();
+				quiet_ms = EXS_REARM_US / 1000;
 			}
 			pthread_mutex_unlock(&exs_g.lock);
 		}
