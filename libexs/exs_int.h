@@ -195,7 +195,7 @@ extern void (*exs_queue_poll_hook)(int phase);
 #define EXS_SPIN_MAX_US 1000 /* the adaptive budget's default ceiling (exs.conf busy_poll_us) */
 #define EXS_MAX_BUSY_POLL_US 1000000
 /* a busy-polling progress thread steps aside this long while application
- * threads wait (progress.c) */
+ * threads wait (progress.c), up to EXS_QUIET_MAX_MS while they keep waiting */
 #define EXS_BUSY_ASIDE_MS 10
 #define EXS_SPIN_CLOCK_EVERY 256 /* polls at most between two readings of the clock */
 #define EXS_REARM_US 2000 /* quiet this long, the progress thread takes the CQs back */

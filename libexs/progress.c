@@ -282,12 +282,15 @@ static bool ticking(void)
  * wakes it: where the waiters' threads fill the CPUs, that wake-up takes a
  * CPU from one of them (in a 2-CPU guest a ping-pong's waiter was preempted
  * once per look, 500 times a second, and the round trips that met one took
- * hundreds of microseconds). So each look or quiet check that found waiters
- * makes the next one twice as long, up to EXS_QUIET_MAX_MS; one that found
- * none starts again from the shortest.
+ * hundreds of microseconds). So each whole look or quiet sleep (since
+ * `since`) after which waiters were found makes the next one twice as long,
+ * up to EXS_QUIET_MAX_MS; one that found none starts again from the
+ * shortest.
  */
-static int longer(int ms)
+static int longer(int ms, uint64_t since, uint64_t now)
 {
+	if (now - since < (uint64_t)ms) /* woken early: not a whole one */
+		return ms;
 	return ms * 2 < EXS_QUIET_MAX_MS ? ms * 2 : EXS_QUIET_MAX_MS;
 }
 
@@ -318,7 +321,8 @@ static void *progress_main(void *arg)
 			 * takes the completions itself, and a second poller would
 			 * only contend for exs_g.lock and for a CPU that a
 			 * ping-pong's two waiters need on a small machine. It
-			 * looks again in EXS_BUSY_ASIDE_MS and polls once a
+			 * looks again in EXS_BUSY_ASIDE_MS (longer while waiters
+			 * keep coming: longer()) and polls once a
 			 * whole look found no waiter: a 1 ms look took over
 			 * whenever both waiters were off their CPUs for that long,
 			 * and then kept them off. A waiter asleep armed the CQs
@@ -337,9 +341,8 @@ static void *progress_main(void *arg)
 			    __atomic_load_n(&exs_g.sleepers, __ATOMIC_SEQ_CST)) {
 				polling = false;
 				now = exs_now_ms();
-				/* a whole look found waiters: the next is longer */
-				if (look_ms && now - look_ms >= (uint64_t)look_len)
-					look_len = longer(look_len);
+				if (look_ms)
+					look_len = longer(look_len, look_ms, now);
 				look_ms = now; /* a new look */
 				look_left = look_len;
 			} else if (look_ms && (now = exs_now_ms()) - look_ms < (uint64_t)look_len) {
@@ -386,9 +389,7 @@ static void *progress_main(void *arg)
 
 			pthread_mutex_lock(&exs_g.lock);
 			if (spun_lately(true)) {
-				/* waiters kept coming for a whole sleep: the next is longer */
-				if (now - quiet_since >= (uint64_t)quiet_ms)
-					quiet_ms = longer(quiet_ms);
+				quiet_ms = longer(quiet_ms, quiet_since, now);
 				quiet_since = now;
 			} else if (__atomic_load_n(&exs_g.sleepers, __ATOMIC_SEQ_CST) ||
 				   now - quiet_since >= EXS_REARM_US / 1000) {
