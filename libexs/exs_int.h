@@ -138,6 +138,9 @@ struct exs_queue {
 	unsigned refs; /* started operations that will post here */
 	unsigned spin_us; /* adaptive busy-poll budget before sleeping */
 	int wait; /* EXS_WAIT_* */
+	/* an EXS_FD_BUSYPOLL socket's operation has posted here: adaptive
+	 * waits spin whole (exs_queue_busy) */
+	bool busy;
 	int sig; /* EXS_QATTR_SIGNAL: raised on every post, 0 none */
 	bool used; /* dequeued from or posted to: EXS_QATTR_WAIT is fixed */
 	int efd; /* exs_qfd: readable while events wait; -1 until asked for */
@@ -180,6 +183,8 @@ void exs_cancel_unlock(void *mutex); /* a cleanup handler: unlocks it */
 int exs_cond_wait(pthread_cond_t *cond, pthread_mutex_t *m, const struct timespec *deadline,
 		  bool cancellable, void (*cleanup)(void *), void *arg);
 void exs_queue_ref(struct exs_queue *q);
+/* An operation of an EXS_FD_BUSYPOLL connection will post to q. */
+void exs_queue_busy(struct exs_queue *q);
 void exs_queue_unref(struct exs_queue *q);
 /* Set by exs_init: polls every connection's CQ from the calling thread, so
  * a waiting exs_qdequeue need not wait for the progress thread. A spin is

@@ -100,6 +100,7 @@ struct exs_queue *exs_queue_new(int depth)
 	q->head = q->count = q->refs = 0;
 	q->spin_us = EXS_SPIN_START_US;
 	q->wait = EXS_WAIT_ADAPTIVE;
+	q->busy = false;
 	q->sig = 0;
 	q->used = false;
 	q->efd = -1;
@@ -137,6 +138,27 @@ void exs_queue_ref(struct exs_queue *q)
 {
 	pthread_mutex_lock(&q->lock);
 	q->refs++;
+	pthread_mutex_unlock(&q->lock);
+}
+
+/*
+ * Guide §7.5: a busy-polling completion thread never gives up the CPU, so
+ * a completion reaches its queue without a wake-up. Here the waiter polls
+ * in that thread's stead (the progress thread steps aside while one
+ * does), so a waiter that gave up and slept would bring the wake-up back,
+ * twice over: the CQ's event wakes the progress thread, which then wakes
+ * the waiter. Where an adaptive wait's events take longer than its
+ * ceiling (a 32 KiB ping-pong on rxe: 2-4 ms round trips), every wait
+ * slept, and the ping-pong took 1.6-2.4 times as long as with waits that
+ * spun it out (in a 2-CPU TCG guest). So once a
+ * busy-poll socket's operation posts to a queue, its adaptive waits spin
+ * for their whole length, as EXS_WAIT_BUSY_POLL's do; EXS_WAIT_NOTIFY
+ * still never spins.
+ */
+void exs_queue_busy(struct exs_queue *q)
+{
+	pthread_mutex_lock(&q->lock);
+	q->busy = true;
 	pthread_mutex_unlock(&q->lock);
 }
 
@@ -379,20 +401,27 @@ static uint64_t now_us(void)
 	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
+/* Whether its waits spin for their whole length. */
+static bool spins_whole(const struct exs_queue *q)
+{
+	return q->wait == EXS_WAIT_BUSY_POLL || (q->wait == EXS_WAIT_ADAPTIVE && q->busy);
+}
+
 /* Whether a wait for events with this timeout polls the CQs (spin). */
 static bool spins(const struct exs_queue *q, const struct timeval *tmo)
 {
 	if (q->wait == EXS_WAIT_NOTIFY || !exs_queue_poll_hook)
 		return false;
-	return q->wait == EXS_WAIT_BUSY_POLL || !tmo || tmo->tv_sec || tmo->tv_usec >= (long)q->spin_us;
+	return spins_whole(q) || !tmo || tmo->tv_sec || tmo->tv_usec >= (long)q->spin_us;
 }
 
 /*
  * Adaptive waiting (EXS_WAIT_ADAPTIVE, guide §11.2.7): before sleeping,
  * poll the completion queues from this thread for up to q->spin_us. The
  * budget follows how long waits really take (exs_spin_budget: up to
- * exs.conf's busy_poll_us). EXS_WAIT_BUSY_POLL spins for the
- * whole timeout, EXS_WAIT_NOTIFY never spins. Called when spins(q, tmo),
+ * exs.conf's busy_poll_us). EXS_WAIT_BUSY_POLL, and a queue a busy-poll
+ * socket posts to (exs_queue_busy), spin for the whole timeout;
+ * EXS_WAIT_NOTIFY never spins. Called when spins(q, tmo),
  * with q->lock held;
  * returns with it held. *t0: the spin's origin, read at its first clock
  * check (left 0 when it never checks).
@@ -412,7 +441,7 @@ static void spin(struct exs_queue *q, exs_qhandle_t h, unsigned want, const stru
 	uint64_t end = UINT64_MAX, budget = q->spin_us;
 	unsigned next = 16;
 
-	if (q->wait == EXS_WAIT_BUSY_POLL) /* spin for the whole wait */
+	if (spins_whole(q)) /* spin for the whole wait */
 		budget = tmo ? (uint64_t)tmo->tv_sec * 1000000 + (uint64_t)tmo->tv_usec : UINT64_MAX;
 	pthread_mutex_unlock(&q->lock);
 	/* nothing to take: coalesced sends go (said here, where the lock is
@@ -493,7 +522,7 @@ int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct 
 			if (!spun && spins(q, tmo)) /* a poller all the same */
 				exs_queue_poll_hook(EXS_POLL_LOOK);
 			/* t0 unread: caught within 16 polls, the budget stands */
-			if (spun && t0 && q->wait == EXS_WAIT_ADAPTIVE)
+			if (spun && t0 && q->wait == EXS_WAIT_ADAPTIVE && !q->busy)
 				q->spin_us = exs_spin_budget(q->spin_us, now_us() - t0,
 							     exs_g.defaults.busy_poll_us);
 			break;
@@ -516,7 +545,7 @@ int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct 
 			 * the completion this waits for might wake nobody */
 			armed = true;
 			/* the budget's adaptation needs the wait's length */
-			if (!t0 && q->wait == EXS_WAIT_ADAPTIVE)
+			if (!t0 && q->wait == EXS_WAIT_ADAPTIVE && !q->busy)
 				t0 = now_us();
 			pthread_mutex_unlock(&q->lock);
 			exs_queue_poll_hook(EXS_POLL_ARM);

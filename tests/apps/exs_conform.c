@@ -571,6 +571,7 @@ static void *send_pieces(void *arg)
 {
 	struct later *l = arg;
 
+	usleep((useconds_t)l->delay_ms * 1000);
 	for (int i = 0; i < l->count; i++)
 		if ((l->plain ? exs_write(l->fd, l->buf + i * l->len, l->len)
 			      : exs_blocking_send(l->fd, l->buf + i * l->len, l->len, 0, UNREG)) != (long)l->len)
@@ -1590,6 +1591,35 @@ static int tune_inline(int fd, bool active)
 	return v >= 0 && exs_fcntl(fd, EXS_F_SETINLINEMAXSIZE, v) < 0;
 }
 
+/* A receive on rfd waited for while sfd sends 100 ms later: the waiting
+ * thread's CPU time over the wait's length (-1: no such event). */
+static double wait_cpu(int rfd, int sfd)
+{
+	static char out[64], in[64];
+	struct later l = { sfd, out, sizeof(out), 100, 1, false };
+	exs_qhandle_t q = exs_qcreate(2);
+	struct timespec c0, c1;
+	exs_event_t ev;
+	pthread_t th;
+	double t;
+
+	if (!q || exs_recv(rfd, in, sizeof(in), 0, q, NULL, UNREG)) {
+		exs_qdelete(q);
+		return -1;
+	}
+	pthread_create(&th, NULL, send_pieces, &l);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+	t = now();
+	ev = next_event(q, WAIT_S * 1000);
+	t = now() - t;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+	pthread_join(th, NULL);
+	exs_qdelete(q);
+	if (!event_is(&ev, EXS_EVT_RECV, rfd, NULL, 0) || t <= 0)
+		return -1;
+	return ((double)(c1.tv_sec - c0.tv_sec) + (c1.tv_nsec - c0.tv_nsec) / 1e9) / t;
+}
+
 static int tune_busypoll(int fd, bool active)
 {
 	if (!active)
@@ -2105,6 +2135,15 @@ static void tuning(void)
 		report(exs_fcntl(a, EXS_F_GETFD, 0) & EXS_FD_BUSYPOLL, "7.5", "busy polling kept after connect");
 		report(exchange(a, b, mixed, 5, 40, 70000, false) && exchange(b, a, mixed, 5, 40, 70000, false),
 		       "7.5", "a busy-polled connection moves data both ways, checked");
+		/* the waiter polls in a busy-polling completion thread's stead:
+		 * it must not sleep either (then the CQ's event would wake the
+		 * progress thread, which would wake it). Adaptive waits sleep
+		 * after 1 ms at most, so a busy one's CPU is most of the wait. */
+		double busy = wait_cpu(a, b), adaptive = wait_cpu(b, a);
+		report(busy > 0.5, "7.5", "a wait on a queue a busy-polled socket's receive posts to polls "
+		       "through a 100 ms pause (thread CPU %.0f %% of it)", busy * 100);
+		report(adaptive >= 0 && adaptive < 0.5, "11.2.7",
+		       "one on a queue only the other end's receive posts to sleeps (CPU %.0f %%)", adaptive * 100);
 		expect_err("7.5", "EXS_FD_BUSYPOLL cleared on a connected socket",
 			   exs_fcntl(a, EXS_F_SETFD, exs_fcntl(a, EXS_F_GETFD, 0) & ~EXS_FD_BUSYPOLL), EISCONN);
 		exs_blocking_close(a);
