@@ -415,16 +415,38 @@ static bool spins(const struct exs_queue *q, const struct timeval *tmo)
 	return spins_whole(q) || !tmo || tmo->tv_sec || tmo->tv_usec >= (long)q->spin_us;
 }
 
+/* A spinning waiter is cancelled: it polls no more. */
+static void cancel_spin(void *arg)
+{
+	(void)arg;
+	exs_queue_poll_hook(EXS_POLL_END);
+}
+
+/* A cancellation point inside a spin, the queue's lock not held: a wait
+ * that never sleeps (EXS_WAIT_BUSY_POLL, a busy-poll socket's queue) has
+ * no other. */
+static void spin_cancel_point(void)
+{
+	bool open = exs_cancel_open();
+
+	if (!open)
+		return;
+	pthread_cleanup_push(cancel_spin, NULL);
+	pthread_testcancel();
+	pthread_cleanup_pop(0);
+	exs_cancel_close(open);
+}
+
 /*
  * Adaptive waiting (EXS_WAIT_ADAPTIVE, guide §11.2.7): before sleeping,
  * poll the completion queues from this thread for up to q->spin_us. The
  * budget follows how long waits really take (exs_spin_budget: up to
  * exs.conf's busy_poll_us). EXS_WAIT_BUSY_POLL, and a queue a busy-poll
  * socket posts to (exs_queue_busy), spin for the whole timeout;
- * EXS_WAIT_NOTIFY never spins. Called when spins(q, tmo),
- * with q->lock held;
- * returns with it held. *t0: the spin's origin, read at its first clock
- * check (left 0 when it never checks).
+ * EXS_WAIT_NOTIFY never spins. Called when spins(q, tmo), with q->lock
+ * held; returns with it held. *t0: the spin's origin, read at its first
+ * clock check (left 0 when it never checks). `cancellable`: a
+ * cancellation point every EXS_SPIN_CLOCK_EVERY polls.
  *
  * The clock is read as seldom as the budget allows: where the clocksource
  * has no vDSO path (a TCG guest), each reading is a system call, and a
@@ -436,7 +458,7 @@ static bool spins(const struct exs_queue *q, const struct timeval *tmo)
  * exs_spin_budget adapts it to: both leave out the same 16 polls.
  */
 static void spin(struct exs_queue *q, exs_qhandle_t h, unsigned want, const struct timeval *tmo,
-		 uint64_t *t0)
+		 uint64_t *t0, bool cancellable)
 {
 	uint64_t end = UINT64_MAX, budget = q->spin_us;
 	unsigned next = 16;
@@ -465,6 +487,8 @@ static void spin(struct exs_queue *q, exs_qhandle_t h, unsigned want, const stru
 				break;
 		}
 		pthread_mutex_unlock(&q->lock);
+		if (cancellable && !(i % EXS_SPIN_CLOCK_EVERY))
+			spin_cancel_point();
 	}
 	pthread_mutex_unlock(&q->lock);
 	exs_queue_poll_hook(EXS_POLL_END);
@@ -530,7 +554,7 @@ int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct 
 		if (!spun) {
 			spun = true;
 			if (spins(q, tmo)) {
-				spin(q, h, want, tmo, &t0); /* says IDLE first */
+				spin(q, h, want, tmo, &t0, cancellable); /* says IDLE first */
 			} else if (exs_queue_poll_hook) { /* nothing to take: coalesced sends go */
 				pthread_mutex_unlock(&q->lock);
 				exs_queue_poll_hook(EXS_POLL_IDLE);

@@ -2640,6 +2640,14 @@ static void cancelling(void)
 	b.kind = B_DISABLED;
 	report(cancel_blocked(&b) == (void *)1, "11.3.1",
 	       "with cancellation disabled by the caller, exs_qdequeue is not cancelled");
+	/* a wait that polls and never sleeps has cancellation points of its
+	 * own (before, such a thread never ended) */
+	exs_qhandle_t bq = exs_qcreate(8);
+	struct blocked bb = { .q = bq, .kind = B_DEQUEUE };
+	report(bq && !exs_qmodify(bq, EXS_QATTR_WAIT, &(int){ EXS_WAIT_BUSY_POLL }) &&
+	       cancel_blocked(&bb) == PTHREAD_CANCELED && close_event_comes(bq) && close_event_comes(q),
+	       "11.3.1", "a thread cancelled in an EXS_WAIT_BUSY_POLL exs_qdequeue ends; both queues work after");
+	exs_qdelete(bq);
 	if (!make_pair(SOCK_SEQPACKET, 1, 1, &a, &c)) {
 		report(false, "11.3.1", "SEQPACKET connection with 1 credit");
 		exs_qdelete(q);
