@@ -138,8 +138,8 @@ struct exs_queue {
 	unsigned refs; /* started operations that will post here */
 	unsigned spin_us; /* adaptive busy-poll budget before sleeping */
 	int wait; /* EXS_WAIT_* */
-	/* an EXS_FD_BUSYPOLL socket's operation has posted here: adaptive
-	 * waits spin whole (exs_queue_busy) */
+	/* an EXS_FD_BUSYPOLL socket's operation named it: adaptive waits
+	 * spin whole (exs_queue_busy) */
 	bool busy;
 	int sig; /* EXS_QATTR_SIGNAL: raised on every post, 0 none */
 	bool used; /* dequeued from or posted to: EXS_QATTR_WAIT is fixed */

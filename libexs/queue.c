@@ -150,10 +150,9 @@ void exs_queue_ref(struct exs_queue *q)
  * the waiter. Where an adaptive wait's events take longer than its
  * ceiling (a 32 KiB ping-pong on rxe: 2-4 ms round trips), every wait
  * slept, and the ping-pong took 1.6-2.4 times as long as with waits that
- * spun it out (in a 2-CPU TCG guest). So once a
- * busy-poll socket's operation posts to a queue, its adaptive waits spin
- * for their whole length, as EXS_WAIT_BUSY_POLL's do; EXS_WAIT_NOTIFY
- * still never spins.
+ * spun it out (in a 2-CPU TCG guest). So once a busy-poll socket's
+ * operation names a queue, its adaptive waits spin for their whole
+ * length, as EXS_WAIT_BUSY_POLL's do; EXS_WAIT_NOTIFY still never spins.
  */
 void exs_queue_busy(struct exs_queue *q)
 {
