@@ -943,11 +943,8 @@ static int op_start(struct exs_conn *c, struct exs_op *op)
 	for (uint32_t i = 0; i < op->nseg; i++)
 		if (op->seg[i].mreg)
 			op->seg[i].mreg->refs++;
-	if (op->q) {
-		exs_queue_ref(op->q);
-		if (c->busy_poll)
-			exs_queue_busy(op->q);
-	}
+	if (op->q)
+		exs_queue_ref(op->q, c->busy_poll);
 	return 0;
 }
 

@@ -139,7 +139,7 @@ struct exs_queue {
 	unsigned spin_us; /* adaptive busy-poll budget before sleeping */
 	int wait; /* EXS_WAIT_* */
 	/* an EXS_FD_BUSYPOLL socket's operation named it: adaptive waits
-	 * spin whole (exs_queue_busy) */
+	 * spin whole (exs_queue_ref) */
 	bool busy;
 	int sig; /* EXS_QATTR_SIGNAL: raised on every post, 0 none */
 	bool used; /* dequeued from or posted to: EXS_QATTR_WAIT is fixed */
@@ -182,9 +182,9 @@ void exs_cancel_unlock(void *mutex); /* a cleanup handler: unlocks it */
  * returns what the wait did (ETIMEDOUT) */
 int exs_cond_wait(pthread_cond_t *cond, pthread_mutex_t *m, const struct timespec *deadline,
 		  bool cancellable, void (*cleanup)(void *), void *arg);
-void exs_queue_ref(struct exs_queue *q);
-/* An operation of an EXS_FD_BUSYPOLL connection will post to q. */
-void exs_queue_busy(struct exs_queue *q);
+/* An operation will post to q; `busy`: one of an EXS_FD_BUSYPOLL
+ * connection (q's adaptive waits then spin whole) */
+void exs_queue_ref(struct exs_queue *q, bool busy);
 void exs_queue_unref(struct exs_queue *q);
 /* Set by exs_init: polls every connection's CQ from the calling thread, so
  * a waiting exs_qdequeue need not wait for the progress thread. A spin is

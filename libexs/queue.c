@@ -134,12 +134,6 @@ int exs_queue_delete(exs_qhandle_t h)
 	return 0;
 }
 
-void exs_queue_ref(struct exs_queue *q)
-{
-	pthread_mutex_lock(&q->lock);
-	q->refs++;
-	pthread_mutex_unlock(&q->lock);
-}
 
 /*
  * Guide §7.5: a busy-polling completion thread never gives up the CPU, so
@@ -154,10 +148,12 @@ void exs_queue_ref(struct exs_queue *q)
  * operation names a queue, its adaptive waits spin for their whole
  * length, as EXS_WAIT_BUSY_POLL's do; EXS_WAIT_NOTIFY still never spins.
  */
-void exs_queue_busy(struct exs_queue *q)
+void exs_queue_ref(struct exs_queue *q, bool busy)
 {
 	pthread_mutex_lock(&q->lock);
-	q->busy = true;
+	q->refs++;
+	if (busy)
+		q->busy = true;
 	pthread_mutex_unlock(&q->lock);
 }
 
@@ -400,6 +396,12 @@ static uint64_t now_us(void)
 	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
+/* Whether its waits' spin budget follows how long they take. */
+static bool adapts(const struct exs_queue *q)
+{
+	return q->wait == EXS_WAIT_ADAPTIVE && !q->busy;
+}
+
 /* Whether its waits spin for their whole length. */
 static bool spins_whole(const struct exs_queue *q)
 {
@@ -426,14 +428,12 @@ static void cancel_spin(void *arg)
  * no other. */
 static void spin_cancel_point(void)
 {
-	bool open = exs_cancel_open();
-
-	if (!open)
+	if (!exs_cancel_open())
 		return;
 	pthread_cleanup_push(cancel_spin, NULL);
 	pthread_testcancel();
 	pthread_cleanup_pop(0);
-	exs_cancel_close(open);
+	exs_cancel_close(true);
 }
 
 /*
@@ -441,7 +441,7 @@ static void spin_cancel_point(void)
  * poll the completion queues from this thread for up to q->spin_us. The
  * budget follows how long waits really take (exs_spin_budget: up to
  * exs.conf's busy_poll_us). EXS_WAIT_BUSY_POLL, and a queue a busy-poll
- * socket posts to (exs_queue_busy), spin for the whole timeout;
+ * socket posts to (exs_queue_ref), spin for the whole timeout;
  * EXS_WAIT_NOTIFY never spins. Called when spins(q, tmo), with q->lock
  * held; returns with it held. *t0: the spin's origin, read at its first
  * clock check (left 0 when it never checks). `cancellable`: a
@@ -545,7 +545,7 @@ int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct 
 			if (!spun && spins(q, tmo)) /* a poller all the same */
 				exs_queue_poll_hook(EXS_POLL_LOOK);
 			/* t0 unread: caught within 16 polls, the budget stands */
-			if (spun && t0 && q->wait == EXS_WAIT_ADAPTIVE && !q->busy)
+			if (spun && t0 && adapts(q))
 				q->spin_us = exs_spin_budget(q->spin_us, now_us() - t0,
 							     exs_g.defaults.busy_poll_us);
 			break;
@@ -568,7 +568,7 @@ int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct 
 			 * the completion this waits for might wake nobody */
 			armed = true;
 			/* the budget's adaptation needs the wait's length */
-			if (!t0 && q->wait == EXS_WAIT_ADAPTIVE && !q->busy)
+			if (!t0 && adapts(q))
 				t0 = now_us();
 			pthread_mutex_unlock(&q->lock);
 			exs_queue_poll_hook(EXS_POLL_ARM);
