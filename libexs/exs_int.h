@@ -144,6 +144,9 @@ struct exs_queue {
 	int sig; /* EXS_QATTR_SIGNAL: raised on every post, 0 none */
 	bool used; /* dequeued from or posted to: EXS_QATTR_WAIT is fixed */
 	int efd; /* exs_qfd: readable while events wait; -1 until asked for */
+	/* moves (atomically, never under a reader's lock) with every post
+	 * and the deletion: a spinning waiter takes the lock when it does */
+	unsigned posts;
 };
 struct exs_queue *exs_queue_new(int depth);
 /* The live queue a handle names, or NULL: a handle of a deleted queue

@@ -122,6 +122,7 @@ int exs_queue_delete(exs_qhandle_t h)
 	}
 	exs_htab_kill(&qtab, (uintptr_t)h);
 	__atomic_store_n(&q->live, false, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&q->posts, 1, __ATOMIC_RELEASE);
 	free(q->ev);
 	q->ev = NULL;
 	q->cap = q->count = 0;
@@ -242,6 +243,7 @@ void exs_queue_post(struct exs_queue *q, const exs_event_t *ev)
 		goto out; /* out of memory: nothing sane left to do, the event is lost */
 	q->ev[(q->head + q->count) % q->cap] = *ev;
 	q->count++;
+	__atomic_add_fetch(&q->posts, 1, __ATOMIC_RELEASE);
 	if (q->count == 1)
 		efd_signal(q);
 	sig = q->sig;
@@ -307,8 +309,11 @@ int exs_queue_status(exs_qhandle_t h, int attr, int *value)
 
 /* ---- thread cancellation (exs_int.h) */
 
-static __thread unsigned nocancel_depth; /* nested public calls */
-static __thread int caller_state, caller_type; /* what the outermost call found */
+/* initial-exec: every public call reads them, and the default model for
+ * a shared library's thread variables is a __tls_get_addr call each */
+#define EXS_TLS __thread __attribute__((tls_model("initial-exec")))
+static EXS_TLS unsigned nocancel_depth; /* nested public calls */
+static EXS_TLS int caller_state, caller_type; /* what the outermost call found */
 
 int exs_nocancel_enter(void)
 {
@@ -460,7 +465,7 @@ static void spin(struct exs_queue *q, exs_qhandle_t h, unsigned want, const stru
 		 uint64_t *t0, bool cancellable)
 {
 	uint64_t end = UINT64_MAX, budget = q->spin_us;
-	unsigned next = 16;
+	unsigned next = 16, seen = __atomic_load_n(&q->posts, __ATOMIC_ACQUIRE);
 
 	if (spins_whole(q)) /* spin for the whole wait */
 		budget = tmo ? (uint64_t)tmo->tv_sec * 1000000 + (uint64_t)tmo->tv_usec : UINT64_MAX;
@@ -470,22 +475,31 @@ static void spin(struct exs_queue *q, exs_qhandle_t h, unsigned want, const stru
 	exs_queue_poll_hook(EXS_POLL_IDLE);
 	exs_queue_poll_hook(EXS_POLL_BEGIN);
 	for (unsigned i = 1;; i++) {
-		exs_queue_poll_hook(EXS_POLL_ONCE);
-		pthread_mutex_lock(&q->lock);
-		if (q->h != h || !q->live || q->count >= want)
-			break;
-		if (i == next && budget != UINT64_MAX) {
-			uint64_t now = now_us();
+		bool clock = i == next && budget != UINT64_MAX;
 
-			next += next < EXS_SPIN_CLOCK_EVERY ? next : EXS_SPIN_CLOCK_EVERY;
-			if (!*t0)
-				*t0 = now;
-			if (end == UINT64_MAX)
-				end = *t0 + budget;
-			if (now >= end)
+		exs_queue_poll_hook(EXS_POLL_ONCE);
+		/* the queue's lock only when a post (or the deletion) came,
+		 * or the clock is due: taking it on every poll was two more
+		 * locked instructions per poll, and a poll's length is the
+		 * delay between a completion and its waiter's return */
+		if (clock || __atomic_load_n(&q->posts, __ATOMIC_ACQUIRE) != seen) {
+			pthread_mutex_lock(&q->lock);
+			if (q->h != h || !q->live || q->count >= want)
 				break;
+			seen = __atomic_load_n(&q->posts, __ATOMIC_ACQUIRE);
+			if (clock) {
+				uint64_t now = now_us();
+
+				next += next < EXS_SPIN_CLOCK_EVERY ? next : EXS_SPIN_CLOCK_EVERY;
+				if (!*t0)
+					*t0 = now;
+				if (end == UINT64_MAX)
+					end = *t0 + budget;
+				if (now >= end)
+					break;
+			}
+			pthread_mutex_unlock(&q->lock);
 		}
-		pthread_mutex_unlock(&q->lock);
 		if (cancellable && !(i % EXS_SPIN_CLOCK_EVERY))
 			spin_cancel_point();
 	}
