@@ -634,6 +634,7 @@ static int xfer_run(int fd, struct exs_op *op, exs_qhandle_t qh, const exs_mhand
 	if (pq)
 		op->flags &= ~EXS_UNSIGNALED;
 	op->q = q;
+	op->q_held = q && !pq; /* block_begin's reference: the op's once it starts */
 	s = sock_lock(fd);
 	if (!s) {
 		ret = -errno;
@@ -661,6 +662,8 @@ out:
 out_noloc:
 	if (ret)
 		exs_conn_segs_free(op); /* not started: still ours */
+	else if (op->q_held)
+		q = NULL; /* started: the reference is the op's */
 	return block_end(q, pq, ret, ret_ev);
 }
 

@@ -943,8 +943,10 @@ static int op_start(struct exs_conn *c, struct exs_op *op)
 	for (uint32_t i = 0; i < op->nseg; i++)
 		if (op->seg[i].mreg)
 			op->seg[i].mreg->refs++;
-	if (op->q)
+	if (op->q && !op->q_held)
 		exs_queue_ref(op->q, c->busy_poll);
+	else if (op->q && c->busy_poll)
+		exs_queue_mark_busy(op->q);
 	return 0;
 }
 
@@ -952,7 +954,7 @@ static int op_start(struct exs_conn *c, struct exs_op *op)
 static void op_unstart(struct exs_conn *c, struct exs_op *op)
 {
 	zone_give(c, op, 0);
-	if (op->q)
+	if (op->q && !op->q_held) /* a held one is still the caller's */
 		exs_queue_unref(op->q);
 	if (op->tmp_mr)
 		ibv_dereg_mr(op->tmp_mr);

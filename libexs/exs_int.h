@@ -139,7 +139,7 @@ struct exs_queue {
 	unsigned spin_us; /* adaptive busy-poll budget before sleeping */
 	int wait; /* EXS_WAIT_* */
 	/* an EXS_FD_BUSYPOLL socket's operation named it: adaptive waits
-	 * spin whole (exs_queue_ref) */
+	 * spin whole (exs_queue_ref, exs_queue_mark_busy; atomic) */
 	bool busy;
 	int sig; /* EXS_QATTR_SIGNAL: raised on every post, 0 none */
 	bool used; /* dequeued from or posted to: EXS_QATTR_WAIT is fixed */
@@ -188,6 +188,8 @@ int exs_cond_wait(pthread_cond_t *cond, pthread_mutex_t *m, const struct timespe
 /* An operation will post to q; `busy`: one of an EXS_FD_BUSYPOLL
  * connection (q's adaptive waits then spin whole) */
 void exs_queue_ref(struct exs_queue *q, bool busy);
+/* The same mark on a queue whose reference the operation took over */
+void exs_queue_mark_busy(struct exs_queue *q);
 void exs_queue_unref(struct exs_queue *q);
 /* Set by exs_init: polls every connection's CQ from the calling thread, so
  * a waiting exs_qdequeue need not wait for the progress thread. A spin is
@@ -332,6 +334,10 @@ struct exs_op {
 	int kind; /* EXS_EVT_SEND / EXS_EVT_RECV */
 	int flags;
 	struct exs_queue *q;
+	/* the caller holds a reference to q (exs_queue_hold) that becomes the
+	 * op's when it starts: conn.c takes no second one, and the caller
+	 * lets go of it only when exs_conn_send/recv fail */
+	bool q_held;
 	exs_ahandle_t ah;
 	char *buf;
 	size_t len;

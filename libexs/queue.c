@@ -100,7 +100,7 @@ struct exs_queue *exs_queue_new(int depth)
 	q->head = q->count = q->refs = 0;
 	q->spin_us = EXS_SPIN_START_US;
 	q->wait = EXS_WAIT_ADAPTIVE;
-	q->busy = false;
+	__atomic_store_n(&q->busy, false, __ATOMIC_RELAXED);
 	q->sig = 0;
 	q->used = false;
 	q->efd = -1;
@@ -153,9 +153,15 @@ void exs_queue_ref(struct exs_queue *q, bool busy)
 {
 	pthread_mutex_lock(&q->lock);
 	q->refs++;
-	if (busy)
-		q->busy = true;
 	pthread_mutex_unlock(&q->lock);
+	if (busy)
+		exs_queue_mark_busy(q);
+}
+
+/* atomic: the operation that marks it may hold no lock of q */
+void exs_queue_mark_busy(struct exs_queue *q)
+{
+	__atomic_store_n(&q->busy, true, __ATOMIC_RELAXED);
 }
 
 void exs_queue_unref(struct exs_queue *q)
@@ -404,13 +410,14 @@ static uint64_t now_us(void)
 /* Whether its waits' spin budget follows how long they take. */
 static bool adapts(const struct exs_queue *q)
 {
-	return q->wait == EXS_WAIT_ADAPTIVE && !q->busy;
+	return q->wait == EXS_WAIT_ADAPTIVE && !__atomic_load_n(&q->busy, __ATOMIC_RELAXED);
 }
 
 /* Whether its waits spin for their whole length. */
 static bool spins_whole(const struct exs_queue *q)
 {
-	return q->wait == EXS_WAIT_BUSY_POLL || (q->wait == EXS_WAIT_ADAPTIVE && q->busy);
+	return q->wait == EXS_WAIT_BUSY_POLL ||
+	       (q->wait == EXS_WAIT_ADAPTIVE && __atomic_load_n(&q->busy, __ATOMIC_RELAXED));
 }
 
 /* Whether a wait for events with this timeout polls the CQs (spin). */

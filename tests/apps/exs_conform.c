@@ -3044,6 +3044,23 @@ static void persistent_send(void)
 		   exs_send_offset(a, blk, PB, EXS_PERSISTENT, 0, qa, AH(2), mh), EINVAL);
 	expect_err("4.4", "a negative offset: EINVAL",
 		   exs_recv_offset(b, rb, 100, 0, -1, q, AH(2), UNREG), EINVAL);
+	/* a receive the device refuses (a read-only buffer) keeps no
+	 * reference to its queue: the queue can be deleted after */
+	exs_qhandle_t qx = exs_qcreate(4);
+	char *ro = mmap(NULL, PB, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (qx && ro != MAP_FAILED) {
+		ssize_t r = exs_recv(b, ro, PB, EXS_PERSISTENT, qx, AH(9), UNREG);
+		int e = errno;
+
+		report(r == -1, "4.2", "EXS_PERSISTENT receive into a read-only buffer fails (%d, errno %d)",
+		       (int)r, e);
+		expect_ok("2.1.2", "exs_qdelete of the refused receive's queue", exs_qdelete(qx));
+	} else {
+		report(false, "4.2", "read-only buffer and queue for the refused receive");
+	}
+	if (ro != MAP_FAILED)
+		munmap(ro, PB);
 	fill(blk, PB, 7);
 	expect_ok("4.2", "exs_send EXS_PERSISTENT of a registered 8 KiB block",
 		  exs_send(a, blk, PB, EXS_PERSISTENT, qa, AH(3), mh));
