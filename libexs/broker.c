@@ -298,7 +298,7 @@ int exs_broker_accept(struct exs_sock *s, struct exs_accept_slot *slots, int n)
 	for (i = 0; i < n; i++) {
 		s->acc[(s->acc_head + s->acc_count) % s->acc_cap] = slots[i];
 		s->acc_count++;
-		exs_queue_ref(slots[i].q, false);
+		exs_queue_ref(slots[i].q);
 	}
 	try_accept(s);
 	return 0;
@@ -371,7 +371,7 @@ int exs_broker_connect(struct exs_sock *s, const struct sockaddr *a, socklen_t l
 	s->peer_len = len;
 	s->op_q = q;
 	s->op_ah = ah;
-	exs_queue_ref(q, false);
+	exs_queue_ref(q);
 	exs_sock_set_state(s, EXS_S_CONNECTING);
 	return 0;
 }

@@ -944,8 +944,8 @@ static int op_start(struct exs_conn *c, struct exs_op *op)
 		if (op->seg[i].mreg)
 			op->seg[i].mreg->refs++;
 	if (op->q && !op->q_held)
-		exs_queue_ref(op->q, c->busy_poll);
-	else if (op->q && c->busy_poll)
+		exs_queue_ref(op->q);
+	if (op->q && c->busy_poll)
 		exs_queue_mark_busy(op->q);
 	return 0;
 }

@@ -139,13 +139,13 @@ struct exs_queue {
 	unsigned spin_us; /* adaptive busy-poll budget before sleeping */
 	int wait; /* EXS_WAIT_* */
 	/* an EXS_FD_BUSYPOLL socket's operation named it: adaptive waits
-	 * spin whole (exs_queue_ref, exs_queue_mark_busy; atomic) */
+	 * spin whole (exs_queue_mark_busy; atomic) */
 	bool busy;
 	int sig; /* EXS_QATTR_SIGNAL: raised on every post, 0 none */
 	bool used; /* dequeued from or posted to: EXS_QATTR_WAIT is fixed */
 	int efd; /* exs_qfd: readable while events wait; -1 until asked for */
-	/* moves (atomically, never under a reader's lock) with every post
-	 * and the deletion: a spinning waiter takes the lock when it does */
+	/* bumped (atomically) by every post and by the deletion: a spinning
+	 * waiter compares it without the lock, and locks q when it moved */
 	unsigned posts;
 };
 struct exs_queue *exs_queue_new(int depth);
@@ -185,10 +185,10 @@ void exs_cancel_unlock(void *mutex); /* a cleanup handler: unlocks it */
  * returns what the wait did (ETIMEDOUT) */
 int exs_cond_wait(pthread_cond_t *cond, pthread_mutex_t *m, const struct timespec *deadline,
 		  bool cancellable, void (*cleanup)(void *), void *arg);
-/* An operation will post to q; `busy`: one of an EXS_FD_BUSYPOLL
- * connection (q's adaptive waits then spin whole) */
-void exs_queue_ref(struct exs_queue *q, bool busy);
-/* The same mark on a queue whose reference the operation took over */
+/* An operation will post to q */
+void exs_queue_ref(struct exs_queue *q);
+/* An EXS_FD_BUSYPOLL connection's operation will post to q: its adaptive
+ * waits spin whole from now on */
 void exs_queue_mark_busy(struct exs_queue *q);
 void exs_queue_unref(struct exs_queue *q);
 /* Set by exs_init: polls every connection's CQ from the calling thread, so

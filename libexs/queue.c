@@ -135,6 +135,12 @@ int exs_queue_delete(exs_qhandle_t h)
 	return 0;
 }
 
+void exs_queue_ref(struct exs_queue *q)
+{
+	pthread_mutex_lock(&q->lock);
+	q->refs++;
+	pthread_mutex_unlock(&q->lock);
+}
 
 /*
  * Guide §7.5: a busy-polling completion thread never gives up the CPU, so
@@ -149,18 +155,9 @@ int exs_queue_delete(exs_qhandle_t h)
  * operation names a queue, its adaptive waits spin for their whole
  * length, as EXS_WAIT_BUSY_POLL's do; EXS_WAIT_NOTIFY still never spins.
  */
-void exs_queue_ref(struct exs_queue *q, bool busy)
-{
-	pthread_mutex_lock(&q->lock);
-	q->refs++;
-	pthread_mutex_unlock(&q->lock);
-	if (busy)
-		exs_queue_mark_busy(q);
-}
-
-/* atomic: the operation that marks it may hold no lock of q */
 void exs_queue_mark_busy(struct exs_queue *q)
 {
+	/* atomic: the operation that marks it holds no lock of q */
 	__atomic_store_n(&q->busy, true, __ATOMIC_RELAXED);
 }
 
@@ -453,7 +450,7 @@ static void spin_cancel_point(void)
  * poll the completion queues from this thread for up to q->spin_us. The
  * budget follows how long waits really take (exs_spin_budget: up to
  * exs.conf's busy_poll_us). EXS_WAIT_BUSY_POLL, and a queue a busy-poll
- * socket posts to (exs_queue_ref), spin for the whole timeout;
+ * socket posts to (exs_queue_mark_busy), spin for the whole timeout;
  * EXS_WAIT_NOTIFY never spins. Called when spins(q, tmo), with q->lock
  * held; returns with it held. *t0: the spin's origin, read at its first
  * clock check (left 0 when it never checks). `cancellable`: a

@@ -361,7 +361,7 @@ int exs_sock_shutdown(struct exs_sock *s, int dirs, struct exs_queue *q, exs_aha
 		return -EBUSY;
 	op = s->shut[0].dirs ? &s->shut[1] : &s->shut[0];
 	*op = (struct exs_shut_op){ .q = q, .ah = ah, .dirs = dirs };
-	exs_queue_ref(q, false);
+	exs_queue_ref(q);
 	if ((dirs & EXS_DIR_RD) && !(s->shut_started & EXS_DIR_RD))
 		exs_conn_shut_rd(s->conn);
 	if ((dirs & EXS_DIR_WR) && !(s->shut_started & EXS_DIR_WR))
@@ -512,7 +512,7 @@ int exs_sock_close(struct exs_sock *s, int flags, struct exs_queue *q, exs_ahand
 		return -EBADF;
 	s->close_q = q;
 	s->close_ah = ah;
-	exs_queue_ref(q, false);
+	exs_queue_ref(q);
 	if (s->busy) {
 		s->close_deferred = true;
 		s->close_flags = flags;

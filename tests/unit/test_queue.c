@@ -26,7 +26,7 @@ START_TEST(order_and_growth)
 
 	ck_assert_ptr_nonnull(q);
 	for (i = 0; i < 50; i++) {
-		exs_queue_ref(q, false);
+		exs_queue_ref(q);
 		exs_event_t e = mk(i);
 		exs_queue_post(q, &e);
 	}
@@ -69,7 +69,7 @@ static void *post_n(void *arg)
 	for (int i = 0; i < p->n; i++) {
 		exs_event_t e = mk(p->base + i);
 
-		exs_queue_ref(p->q, false);
+		exs_queue_ref(p->q);
 		exs_queue_post(p->q, &e);
 		if (i % 7 == 0)
 			usleep(100);
@@ -98,7 +98,7 @@ START_TEST(delete_rules)
 	struct exs_queue *q = exs_queue_new(1);
 	exs_event_t e = mk(1), out;
 
-	exs_queue_ref(q, false); /* an operation started on it */
+	exs_queue_ref(q); /* an operation started on it */
 	ck_assert_int_eq(exs_queue_delete(q->h), -EBUSY);
 	exs_queue_post(q, &e); /* it completed: undequeued events are dropped */
 	exs_qhandle_t h = q->h;
@@ -144,7 +144,7 @@ START_TEST(stale_handles)
 	q2 = exs_queue_new(2);
 	ck_assert_ptr_eq(q2, q); /* the same object, a new life */
 	ck_assert_ptr_ne(q2->h, old);
-	exs_queue_ref(q2, false);
+	exs_queue_ref(q2);
 	exs_queue_post(q2, &e);
 	pthread_join(t, NULL);
 	ck_assert_int_eq(w.ret, -EINVAL);
@@ -310,13 +310,13 @@ START_TEST(poll_hook_phases)
 	exs_event_t e = mk(1), out;
 
 	exs_queue_poll_hook = count_phase;
-	exs_queue_ref(q, false);
+	exs_queue_ref(q);
 	exs_queue_post(q, &e);
 	ck_assert_int_eq(exs_queue_dequeue(q->h, &out, 1, NULL, false), 1);
 	ck_assert_uint_eq(phases[EXS_POLL_LOOK], 1);
 	ck_assert_uint_eq(phases[EXS_POLL_BEGIN], 0);
 
-	exs_queue_ref(q, false);
+	exs_queue_ref(q);
 	exs_queue_post(q, &e);
 	ck_assert_int_eq(exs_queue_dequeue(q->h, &out, 1, &zero, false), 1);
 	ck_assert_uint_eq(phases[EXS_POLL_LOOK], 1);
@@ -334,7 +334,7 @@ START_TEST(poll_hook_phases)
 	ck_assert_uint_eq(phases[EXS_POLL_BEGIN], 1);
 
 	q->wait = EXS_WAIT_NOTIFY;
-	exs_queue_ref(q, false);
+	exs_queue_ref(q);
 	exs_queue_post(q, &e);
 	ck_assert_int_eq(exs_queue_dequeue(q->h, &out, 1, NULL, false), 1);
 	ck_assert_uint_eq(phases[EXS_POLL_LOOK], 1);
