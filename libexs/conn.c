@@ -174,7 +174,9 @@ int exs_conn_build(struct exs_dev *dev, int type, bool iwarp, const struct exs_c
 	c->max_sge = c->dev->attr.max_sge < 1 ? 1 :
 		     c->dev->attr.max_sge > EXS_IOV_MAX ? EXS_IOV_MAX : (uint32_t)c->dev->attr.max_sge;
 	c->max_writes = c->dev->max_chunks + (EXS_IOV_MAX + c->max_sge - 1) / c->max_sge - 1;
-	c->nrecv = 3 * credits + EXS_WIRE_SPARE;
+	/* what the wire protocol keeps posted (exs_wire.h part 2), and the
+	 * batch that repost() holds back */
+	c->nrecv = 3 * credits + EXS_WIRE_SPARE + EXS_RECV_BATCH;
 	c->nsend = 4 * credits + EXS_WIRE_SPARE; /* adverts, DONEs, MOREs, READ_DONEs */
 	c->rsz = c->esz = sizeof(struct exs_wire_msg);
 	/* §7.2 (SEQPACKET) and §7.6 (STREAM): room for C eager messages that
@@ -458,6 +460,32 @@ static int post_recv(struct exs_conn *c, uint32_t i)
 
 	c->n_recv_wr++;
 	return exs_verbs_post_recv(c->qp, &wr);
+}
+
+/* Receive buffer i is free again. It goes back to the device with the
+ * next EXS_RECV_BATCH - 1 others, in one post: the EXS_RECV_BATCH extra
+ * buffers keep what the wire protocol counts on posted meanwhile. */
+static int repost(struct exs_conn *c, uint32_t i)
+{
+	struct ibv_sge sge[EXS_RECV_BATCH];
+	struct ibv_recv_wr wr[EXS_RECV_BATCH];
+	uint32_t k;
+
+	c->repost[c->nrepost++] = i;
+	if (c->nrepost < EXS_RECV_BATCH)
+		return 0;
+	for (k = 0; k < EXS_RECV_BATCH; k++) {
+		sge[k] = (struct ibv_sge){ .addr = (uintptr_t)(c->rbuf + (size_t)c->repost[k] * c->rsz),
+					   .length = c->rsz,
+					   .lkey = c->mem_mr->lkey };
+		wr[k] = (struct ibv_recv_wr){ .wr_id = WR_ID(c, WR_RECV, c->repost[k]),
+					      .next = k + 1 < EXS_RECV_BATCH ? &wr[k + 1] : NULL,
+					      .sg_list = &sge[k],
+					      .num_sge = 1 };
+	}
+	c->nrepost = 0;
+	c->n_recv_wr += EXS_RECV_BATCH;
+	return exs_verbs_post_recv(c->qp, wr);
 }
 
 int exs_conn_modify(struct exs_conn *c, const ExsCtl__QpAttr *a)
@@ -2726,7 +2754,8 @@ static void on_wc(struct exs_conn *c, const struct ibv_wc *wc)
 		if (i >= c->nrecv || c->link == EXS_LINK_RESET)
 			break;
 		/* Repost before acting on it: what we send in answer lets the peer
-		 * send again, and iWARP has no RNR retry to cover an empty queue. */
+		 * send again, and iWARP has no RNR retry to cover an empty queue
+		 * (repost() holds a batch back, beyond what the peer may use). */
 		p = c->rbuf + (size_t)i * c->rsz;
 		eager = wc->opcode == IBV_WC_RECV && wc->byte_len >= sizeof(struct exs_wire_eager) &&
 			wc->byte_len <= c->rsz && p[1] == EXS_WIRE_EAGER;
@@ -2736,7 +2765,7 @@ static void on_wc(struct exs_conn *c, const struct ibv_wc *wc)
 		} else {
 			memcpy(&m, p, sizeof(m));
 		}
-		if (post_recv(c, i)) {
+		if (repost(c, i)) {
 			exs_conn_break(c, ECONNRESET);
 			break;
 		}

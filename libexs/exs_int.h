@@ -212,6 +212,10 @@ extern void (*exs_queue_poll_hook)(int phase);
 /* the longest it sleeps while waiters keep polling (progress.c's longer()) */
 #define EXS_QUIET_MAX_MS 32
 #define EXS_CORK_MSGS 64 /* sends one coalesced chunk holds at most (conn.c's cork_add) */
+/* receive buffers a connection posts beyond what the wire protocol asks to
+ * keep posted, so that used ones go back in batches of this many (one
+ * ibv_post_recv per batch, conn.c's repost) */
+#define EXS_RECV_BATCH 8
 /* The adaptive wait's next budget after a wait that took `waited_us`. */
 unsigned exs_spin_budget(unsigned spin_us, uint64_t waited_us, unsigned ceiling_us);
 
@@ -454,6 +458,9 @@ struct exs_conn {
 	char *rbuf, *ebuf;
 	struct exs_wire_msg *msg;
 	uint32_t nrecv, nsend, rsz, esz;
+	/* used receive buffers not posted again yet: at most
+	 * EXS_RECV_BATCH - 1, the extra ones nrecv holds */
+	uint32_t repost[EXS_RECV_BATCH], nrepost;
 	/* control send slots, used in ring order: ctl_head is the oldest
 	 * not known complete; a signalled one's completion frees it and every
 	 * unsignalled one before it (a send queue completes in order) */

@@ -14,7 +14,7 @@
  * Each side builds what libexs builds per connection for a SOCK_SEQPACKET
  * socket with the defaults (libexs/conn.c, exs_conn_create; exs.conf's
  * credits C = 32 and sp_max 256), so the ratio compares like with like:
- * nrecv = 3C + 20 + C receives of 8 + 256 bytes (rounded to 8) posted
+ * nrecv = 3C + 20 + 8 + C receives of 8 + 256 bytes (rounded to 8) posted
  * before the connection is up, nsend = 4C + 20 control slots of 32 bytes
  * and C eager buffers, all in one registered mapping; a QP with
  * max_recv_wr = nrecv, max_send_wr = nsend + C * max_writes +
@@ -61,6 +61,7 @@ static struct rdma_cm_event *expect(struct rdma_event_channel *ch, enum rdma_cm_
 
 #define WIRE_MSG 32 /* sizeof(struct exs_wire_msg) */
 #define WIRE_SPARE 20 /* EXS_WIRE_SPARE */
+#define RECV_BATCH 8 /* EXS_RECV_BATCH */
 #define MAX_CHUNKS 16 /* EXS_MAX_CHUNKS */
 #define MAX_READS 16 /* EXS_MAX_READS */
 #define IOV_MAX_EXS 64 /* EXS_IOV_MAX */
@@ -106,7 +107,7 @@ static void make_qp(struct rdma_cm_id *id, struct conn *c)
 	static struct ibv_comp_channel *chan; /* libexs: one per device */
 	static struct ibv_pd *pd;             /* libexs: one per device */
 	static uint32_t max_chunks, max_sge, max_inline;
-	uint32_t nrecv = 4 * credits + WIRE_SPARE, nsend = 4 * credits + WIRE_SPARE, max_writes;
+	uint32_t nrecv = 4 * credits + WIRE_SPARE + RECV_BATCH, nsend = 4 * credits + WIRE_SPARE, max_writes;
 	struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_RC };
 
 	if (!pd) {
