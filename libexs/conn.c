@@ -449,15 +449,21 @@ void exs_conn_destroy(struct exs_conn *c)
 	free(c);
 }
 
+/* The receive WR of buffer i (its SGE: *sge), alone in its list. */
+static void recv_wr(struct exs_conn *c, uint32_t i, struct ibv_sge *sge, struct ibv_recv_wr *wr)
+{
+	*sge = (struct ibv_sge){ .addr = (uintptr_t)(c->rbuf + (size_t)i * c->rsz),
+				 .length = c->rsz,
+				 .lkey = c->mem_mr->lkey };
+	*wr = (struct ibv_recv_wr){ .wr_id = WR_ID(c, WR_RECV, i), .sg_list = sge, .num_sge = 1 };
+}
+
 static int post_recv(struct exs_conn *c, uint32_t i)
 {
-	struct ibv_sge sge = {
-		.addr = (uintptr_t)(c->rbuf + (size_t)i * c->rsz),
-		.length = c->rsz,
-		.lkey = c->mem_mr->lkey,
-	};
-	struct ibv_recv_wr wr = { .wr_id = WR_ID(c, WR_RECV, i), .sg_list = &sge, .num_sge = 1 };
+	struct ibv_sge sge;
+	struct ibv_recv_wr wr;
 
+	recv_wr(c, i, &sge, &wr);
 	c->n_recv_wr++;
 	return exs_verbs_post_recv(c->qp, &wr);
 }
@@ -475,13 +481,9 @@ static int repost(struct exs_conn *c, uint32_t i)
 	if (c->nrepost < EXS_RECV_BATCH)
 		return 0;
 	for (k = 0; k < EXS_RECV_BATCH; k++) {
-		sge[k] = (struct ibv_sge){ .addr = (uintptr_t)(c->rbuf + (size_t)c->repost[k] * c->rsz),
-					   .length = c->rsz,
-					   .lkey = c->mem_mr->lkey };
-		wr[k] = (struct ibv_recv_wr){ .wr_id = WR_ID(c, WR_RECV, c->repost[k]),
-					      .next = k + 1 < EXS_RECV_BATCH ? &wr[k + 1] : NULL,
-					      .sg_list = &sge[k],
-					      .num_sge = 1 };
+		recv_wr(c, c->repost[k], &sge[k], &wr[k]);
+		if (k)
+			wr[k - 1].next = &wr[k];
 	}
 	c->nrepost = 0;
 	c->n_recv_wr += EXS_RECV_BATCH;
