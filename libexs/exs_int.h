@@ -195,8 +195,8 @@ void exs_queue_unref(struct exs_queue *q);
  * a waiting exs_qdequeue need not wait for the progress thread. A spin is
  * BEGIN, ONCE..., END; ARM before a waiter sleeps (every CQ raises its
  * event again), AWAKE when that waiter's wait is over; LOOK when a wait
- * that would have spun found its events there (called with the queue's
- * lock held: it only counts). */
+ * that would have spun found its events there. END and LOOK are called
+ * with the queue's lock held: they only count. */
 enum { EXS_POLL_BEGIN, EXS_POLL_ONCE, EXS_POLL_END, EXS_POLL_ARM, EXS_POLL_AWAKE, EXS_POLL_LOOK,
        EXS_POLL_IDLE };
 extern void (*exs_queue_poll_hook)(int phase);

@@ -507,9 +507,9 @@ static void spin(struct exs_queue *q, exs_qhandle_t h, unsigned want, const stru
 		if (cancellable && !(i % EXS_SPIN_CLOCK_EVERY))
 			spin_cancel_point();
 	}
-	pthread_mutex_unlock(&q->lock);
+	/* with the lock held: END only counts, and a found event is taken
+	 * without letting go of the lock and taking it again */
 	exs_queue_poll_hook(EXS_POLL_END);
-	pthread_mutex_lock(&q->lock);
 }
 
 /* A wait that the ceiling could have caught spinning sets the budget to
