@@ -1441,6 +1441,62 @@ static int send_one_seq(struct exs_conn *c)
 	return 0;
 }
 
+/*
+ * SEQPACKET: a small unregistered send that nothing is queued before, and
+ * that goes inline, is sent from the caller's buffer at once and completes
+ * here: what send_eager() would do with it, without a send slot, the
+ * queue's walk (match) or a copy into an eager buffer (an inline WR's
+ * data are copied by the post; its SGEs' keys are not checked). Sent:
+ * 0; 1 when it does not qualify (or the post failed: the queued way
+ * then fails it as it fails any other).
+ */
+static int send_now(struct exs_conn *c, const struct exs_op *t)
+{
+	struct exs_wire_eager h = { .version = EXS_WIRE_VERSION, .type = EXS_WIRE_EAGER };
+	struct ibv_sge sge[2];
+	struct ibv_send_wr wr;
+	exs_event_t ev;
+
+	if (!c->seq || c->link != EXS_LINK_UP || c->sf_count || t->mreg || t->nseg || t->sendfile || t->at_off ||
+	    !small(c, t) || sizeof(h) + t->len > c->inline_max || c->max_sge < 2 ||
+	    c->pst[EXS_PST_PEER_RECV] == EXS_PST_ACTIVE || !eager_room(c))
+		return 1;
+	drop_stale_adverts(c); /* as match() would: adverts for filled receives */
+	h.seq = c->tx_msn;
+	h.credits = take_owed(c);
+	sge[0] = (struct ibv_sge){ .addr = (uintptr_t)&h, .length = sizeof(h) };
+	sge[1] = (struct ibv_sge){ .addr = (uintptr_t)t->buf, .length = (uint32_t)t->len };
+	memset(&wr, 0, sizeof(wr));
+	wr.sg_list = sge;
+	wr.num_sge = 2;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_INLINE;
+	eager_sig(c, &wr, WR_NONE);
+	if (post_send(c, &wr)) {
+		c->owed += h.credits;
+		return 1;
+	}
+	eager_posted(c, &wr);
+	c->ecredits--;
+	c->tx_msn++;
+	c->bytes_sent += t->len;
+	c->sends++;
+	if (!t->q)
+		return 0;
+	if (c->busy_poll)
+		exs_queue_mark_busy(t->q);
+	if (!t->q_held)
+		exs_queue_ref(t->q); /* what exs_queue_post lets go of */
+	if (t->flags & EXS_UNSIGNALED) {
+		exs_queue_unref(t->q);
+		return 0;
+	}
+	op_event(c, t, 0, t->len, 0, &ev);
+	ev.exs_evt_type = EXS_EVT_SEND;
+	exs_queue_post(t->q, &ev);
+	return 0;
+}
+
 /* STREAM with no advert held: the first pending send goes into the peer's
  * stream buffer (§7.6) if what is left of it fits one chunk; a longer one
  * waits for an advert, placed without a copy, and asks for it with an RTS
@@ -1783,6 +1839,8 @@ int exs_conn_send(struct exs_conn *c, const struct exs_op *t)
 	gen = __atomic_load_n(&exs_g.idle_gen, __ATOMIC_RELAXED);
 	c->streaming = c->send_gen == gen; /* no wait since the last send: may coalesce */
 	c->send_gen = gen;
+	if (!send_now(c, t))
+		return 0;
 	oi = c->sfree[c->nsfree - 1];
 	c->sop[oi] = *t;
 	c->sop[oi].kind = EXS_EVT_SEND;

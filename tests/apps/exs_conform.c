@@ -1667,6 +1667,48 @@ static bool exchange(int a, int b, const size_t *sizes, int nsizes, int n, size_
 	return ok;
 }
 
+/* Small sends that complete when posted (inline): the events they owe
+ * and no more. An EXS_UNSIGNALED one reports nothing; an asynchronous
+ * one reports its socket, ahandle, buffer and length; an exs_sendmsg of
+ * one element names the msghdr as its buffer. The peer gets all three,
+ * in order, checked. */
+static bool small_send_events(int a, int b)
+{
+	static char out[3][64], in[3][64];
+	exs_qhandle_t qa = exs_qcreate(8), qb = exs_qcreate(8);
+	struct iovec v = { .iov_base = out[2], .iov_len = 30 };
+	struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1 };
+	const size_t len[3] = { 10, 20, 30 };
+	exs_event_t ev;
+	bool ok = qa != EXS_QHANDLE_INVALID && qb != EXS_QHANDLE_INVALID;
+
+	for (int i = 0; ok && i < 3; i++) {
+		fill(out[i], len[i], 900u + (unsigned)i);
+		ok = exs_recv(b, in[i], sizeof(in[i]), 0, qb, (void *)(intptr_t)(i + 1), UNREG) == 0;
+	}
+	ok = ok && exs_send(a, out[0], len[0], EXS_UNSIGNALED, NULL, NULL, UNREG) == 0 &&
+	     exs_send(a, out[1], len[1], 0, qa, (void *)7, UNREG) == 0 &&
+	     exs_sendmsg(a, &m, 0, qa, (void *)8, NULL) == 0;
+	ev = next_event(qa, WAIT_S * 1000);
+	ok = ok && event_is(&ev, EXS_EVT_SEND, a, (void *)7, 0) && ev_len(&ev) == len[1] &&
+	     ev.exs_evt_union.exs_evt_xfer.exs_evt_buffer == out[1];
+	ev = next_event(qa, WAIT_S * 1000);
+	ok = ok && event_is(&ev, EXS_EVT_SEND, a, (void *)8, 0) && ev_len(&ev) == len[2] &&
+	     ev.exs_evt_union.exs_evt_xfer.exs_evt_buffer == (void *)&m;
+	for (int i = 0; ok && i < 3; i++) {
+		ev = next_event(qb, WAIT_S * 1000);
+		ok = event_is(&ev, EXS_EVT_RECV, b, (void *)(intptr_t)(i + 1), 0) &&
+		     ev_len(&ev) == len[i] && same(in[i], len[i], 900u + (unsigned)i);
+	}
+	ev = next_event(qa, 200);
+	ok = ok && ev.exs_evt_type == 0; /* nothing for the unsignalled send */
+	if (qa)
+		exs_qdelete(qa);
+	if (qb)
+		exs_qdelete(qb);
+	return ok;
+}
+
 /* n SEQPACKET messages sent before any receive is posted (so they wait
  * in the library's buffers, or for their receive's advert), then n
  * receives of `rlen` B: every message in order, every byte checked */
@@ -2038,6 +2080,9 @@ static void tuning(void)
 		       "a small-packet receive of 64 B reports the rest of a larger message lost");
 		report(exchange(a, b, small, 5, 40, 128, true), "7.2",
 		       "registered buffers at small sizes, checked");
+		report(small_send_events(a, b), "7.2",
+		       "small sends: EXS_UNSIGNALED reports nothing, an asynchronous one its fd, "
+		       "ahandle, buffer and length, exs_sendmsg its msghdr; all arrive in order");
 		for (v = 0; v < 4; v++)
 			if (!exchange_early(a, b, small, 5, 24, 128))
 				break;
