@@ -1457,9 +1457,9 @@ static int send_now(struct exs_conn *c, const struct exs_op *t)
 	struct ibv_send_wr wr;
 	exs_event_t ev;
 
-	if (!c->seq || c->link != EXS_LINK_UP || c->sf_count || t->mreg || t->nseg || t->sendfile || t->at_off ||
-	    !small(c, t) || sizeof(h) + t->len > c->inline_max || c->max_sge < 2 ||
-	    c->pst[EXS_PST_PEER_RECV] == EXS_PST_ACTIVE || !eager_room(c))
+	if (!c->seq || c->link != EXS_LINK_UP || c->sf_count || t->mreg || t->nseg ||
+	    t->sendfile || t->at_off || !small(c, t) || sizeof(h) + t->len > c->inline_max ||
+	    c->max_sge < 2 || c->pst[EXS_PST_PEER_RECV] == EXS_PST_ACTIVE || !eager_room(c))
 		return 1;
 	drop_stale_adverts(c); /* as match() would: adverts for filled receives */
 	h.seq = c->tx_msn;
