@@ -708,6 +708,18 @@ static void op_event(const struct exs_conn *c, const struct exs_op *op, int err,
 	ev->exs_evt_union.exs_evt_xfer.exs_evt_amount_lost = lost;
 }
 
+/* An ended operation lets go of its queue: with its event, unless it
+ * succeeded unsignalled. */
+static void op_report(const struct exs_op *op, int err, const exs_event_t *ev)
+{
+	if (!op->q)
+		return;
+	if ((op->flags & EXS_UNSIGNALED) && !err)
+		exs_queue_unref(op->q);
+	else
+		exs_queue_post(op->q, ev);
+}
+
 static void op_complete(struct exs_conn *c, struct exs_op *op, int err, size_t len, size_t lost)
 {
 	exs_event_t ev;
@@ -725,12 +737,7 @@ static void op_complete(struct exs_conn *c, struct exs_op *op, int err, size_t l
 		segs_copy(op, 0, op->buf, len, true); /* out of the bounce buffer */
 	segs_release(op, true);
 	exs_conn_segs_free(op);
-	if (op->q) {
-		if ((op->flags & EXS_UNSIGNALED) && !err)
-			exs_queue_unref(op->q);
-		else
-			exs_queue_post(op->q, &ev);
-	}
+	op_report(op, err, &ev);
 	if (err) {
 		c->errors++;
 	} else if (is_send) {
@@ -952,6 +959,16 @@ static int op_mem(struct exs_conn *c, struct exs_op *op)
 /* A small message (§7.2) needs no memory of the device's: the library
  * copies it, into its eager buffers (send) or out of its receive buffers
  * (receive), unless the receive is advertised after all (RTS). */
+/* The reference an operation holds on its queue until it reports (the
+ * caller's, or one of its own), and the busy-poll mark. */
+static void op_queue_ref(const struct exs_conn *c, const struct exs_op *op)
+{
+	if (op->q && !op->q_held)
+		exs_queue_ref(op->q);
+	if (op->q && c->busy_poll)
+		exs_queue_mark_busy(op->q);
+}
+
 static bool small(const struct exs_conn *c, const struct exs_op *op)
 {
 	return c->sp_max && op->len <= c->sp_max;
@@ -973,10 +990,7 @@ static int op_start(struct exs_conn *c, struct exs_op *op)
 	for (uint32_t i = 0; i < op->nseg; i++)
 		if (op->seg[i].mreg)
 			op->seg[i].mreg->refs++;
-	if (op->q && !op->q_held)
-		exs_queue_ref(op->q);
-	if (op->q && c->busy_poll)
-		exs_queue_mark_busy(op->q);
+	op_queue_ref(c, op);
 	return 0;
 }
 
@@ -1165,6 +1179,26 @@ static void eager_posted(struct exs_conn *c, const struct ibv_send_wr *wr)
 		c->e_signalled = c->e_posted;
 }
 
+/* SEND an EAGER message gathered from sge[0..n), inline if `in`, for
+ * send `oi` (eager_sig); it takes an eager credit. Its header carries
+ * `credits`, taken from c->owed and given back if the post fails. */
+static int post_eager(struct exs_conn *c, struct ibv_sge *sge, int n, bool in, uint32_t oi,
+		      uint16_t credits)
+{
+	struct ibv_send_wr wr = { .sg_list = sge, .num_sge = n, .opcode = IBV_WR_SEND,
+				  .send_flags = in ? IBV_SEND_INLINE : 0 };
+	int ret;
+
+	eager_sig(c, &wr, oi);
+	if ((ret = post_send(c, &wr))) {
+		c->owed += credits;
+		return ret;
+	}
+	eager_posted(c, &wr);
+	c->ecredits--;
+	return 0;
+}
+
 /* SEND the first pending send as an EAGER message (§7.2), copied into its
  * eager buffer. Inline, the data is the device's once posted, so the send
  * completes now; otherwise when the SEND does. */
@@ -1178,22 +1212,13 @@ static int send_eager(struct exs_conn *c)
 	uint32_t len = (uint32_t)(sizeof(h) + op->len);
 	bool in = len <= c->inline_max;
 	struct ibv_sge sge = { .addr = (uintptr_t)b, .length = len, .lkey = c->mem_mr->lkey };
-	struct ibv_send_wr wr;
 	int ret;
 
 	h.credits = take_owed(c);
 	memcpy(b, &h, sizeof(h));
 	op_gather(op, 0, b + sizeof(h), op->len);
-	memset(&wr, 0, sizeof(wr));
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = IBV_WR_SEND;
-	wr.send_flags = in ? IBV_SEND_INLINE : 0;
-	eager_sig(c, &wr, in ? WR_NONE : oi);
-	if ((ret = post_send(c, &wr)))
+	if ((ret = post_eager(c, &sge, 1, in, in ? WR_NONE : oi, h.credits)))
 		return ret;
-	eager_posted(c, &wr);
-	c->ecredits--;
 	c->tx_msn++;
 	c->sf_head = (c->sf_head + 1) % c->alloc;
 	c->sf_count--;
@@ -1214,23 +1239,12 @@ static int post_chunk(struct exs_conn *c, uint32_t n, uint32_t oi)
 				    .seq = c->e_tx };
 	uint32_t len = (uint32_t)sizeof(h) + n;
 	struct ibv_sge sge = { .addr = (uintptr_t)b, .length = len, .lkey = c->mem_mr->lkey };
-	struct ibv_send_wr wr;
 	int ret;
 
 	h.credits = take_owed(c);
 	memcpy(b, &h, sizeof(h));
-	memset(&wr, 0, sizeof(wr));
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = IBV_WR_SEND;
-	wr.send_flags = len <= c->inline_max ? IBV_SEND_INLINE : 0;
-	eager_sig(c, &wr, oi);
-	if ((ret = post_send(c, &wr))) {
-		c->owed += h.credits;
+	if ((ret = post_eager(c, &sge, 1, len <= c->inline_max, oi, h.credits)))
 		return ret;
-	}
-	eager_posted(c, &wr);
-	c->ecredits--;
 	c->e_tx++;
 	c->e_next++;
 	c->rts_out = false; /* the peer stops advertising on its own */
@@ -1454,7 +1468,6 @@ static int send_now(struct exs_conn *c, const struct exs_op *t)
 {
 	struct exs_wire_eager h = { .version = EXS_WIRE_VERSION, .type = EXS_WIRE_EAGER };
 	struct ibv_sge sge[2];
-	struct ibv_send_wr wr;
 	exs_event_t ev;
 
 	if (!c->seq || c->link != EXS_LINK_UP || c->sf_count || t->mreg || t->nseg ||
@@ -1466,34 +1479,15 @@ static int send_now(struct exs_conn *c, const struct exs_op *t)
 	h.credits = take_owed(c);
 	sge[0] = (struct ibv_sge){ .addr = (uintptr_t)&h, .length = sizeof(h) };
 	sge[1] = (struct ibv_sge){ .addr = (uintptr_t)t->buf, .length = (uint32_t)t->len };
-	memset(&wr, 0, sizeof(wr));
-	wr.sg_list = sge;
-	wr.num_sge = 2;
-	wr.opcode = IBV_WR_SEND;
-	wr.send_flags = IBV_SEND_INLINE;
-	eager_sig(c, &wr, WR_NONE);
-	if (post_send(c, &wr)) {
-		c->owed += h.credits;
+	if (post_eager(c, sge, 2, true, WR_NONE, h.credits))
 		return 1;
-	}
-	eager_posted(c, &wr);
-	c->ecredits--;
 	c->tx_msn++;
 	c->bytes_sent += t->len;
 	c->sends++;
-	if (!t->q)
-		return 0;
-	if (c->busy_poll)
-		exs_queue_mark_busy(t->q);
-	if (!t->q_held)
-		exs_queue_ref(t->q); /* what exs_queue_post lets go of */
-	if (t->flags & EXS_UNSIGNALED) {
-		exs_queue_unref(t->q);
-		return 0;
-	}
+	op_queue_ref(c, t);
 	op_event(c, t, 0, t->len, 0, &ev);
 	ev.exs_evt_type = EXS_EVT_SEND;
-	exs_queue_post(t->q, &ev);
+	op_report(t, 0, &ev);
 	return 0;
 }
 
