@@ -651,7 +651,7 @@ static int xfer_run(int fd, struct exs_op *op, exs_qhandle_t qh, const exs_mhand
 		exs_progress_arm(); /* the completion that frees a credit must wake us */
 		struct xfer_wait w = { q, pq, op };
 
-		exs_cond_wait(&exs_g.cond, &exs_g.lock, NULL, true, xfer_cancelled, &w);
+		exs_g_wait(NULL, true, xfer_cancelled, &w);
 		if (exs_sock_by_id(id) != s || s->state != EXS_S_CONNECTED) {
 			ret = -ECONNRESET;
 			break;
@@ -926,8 +926,8 @@ int exs_poll(struct pollfd *fds, nfds_t nfds, int timeout)
 		ready = poll_scan(fds, nfds); /* arming took what had come */
 		if (ready)
 			break;
-		if (exs_cond_wait(&exs_g.cond, &exs_g.lock, timeout < 0 ? NULL : &deadline, true,
-				  poll_cancelled, NULL) == ETIMEDOUT) {
+		if (exs_g_wait(timeout < 0 ? NULL : &deadline, true, poll_cancelled, NULL) ==
+		    ETIMEDOUT) {
 			ready = poll_scan(fds, nfds);
 			break;
 		}

@@ -754,7 +754,7 @@ static void op_complete(struct exs_conn *c, struct exs_op *op, int err, size_t l
 		set_unadv(c, EXS_UNADV_FILLED, c->unadv_slot); /* the peer's ACK frees the slot */
 	else
 		c->rfree[c->nrfree++] = (uint32_t)(op - c->rop);
-	pthread_cond_broadcast(&exs_g.cond);
+	exs_g_wake();
 }
 
 /* The peer writes nothing more (FIN, RDSHUT_ACK, reset): a slot kept for

@@ -78,11 +78,13 @@ static int wait_reply(struct waiter *w)
 	ts.tv_sec += EXS_CTL_TIMEOUT_MS / 1000;
 	w->next = waiters;
 	waiters = w;
+	exs_g.cond_waiters++;
 	while (!w->done)
 		if (pthread_cond_timedwait(&exs_g.cond, &exs_g.lock, &ts) == ETIMEDOUT && !w->done) {
 			w->done = true;
 			w->err = ETIMEDOUT;
 		}
+	exs_g.cond_waiters--;
 	for (struct waiter **p = &waiters; *p; p = &(*p)->next)
 		if (*p == w) {
 			*p = w->next;

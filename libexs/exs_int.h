@@ -147,6 +147,10 @@ struct exs_queue {
 	/* bumped (atomically) by every post and by the deletion: a spinning
 	 * waiter compares it without the lock, and locks q when it moved */
 	unsigned posts;
+	/* threads asleep on cond (lock held): a post wakes only when there
+	 * are (a spinning waiter sees `posts` move; it never sleeps on cond).
+	 * Not reset by a new life: a waiter of the last one may still sleep */
+	unsigned sleeping;
 };
 struct exs_queue *exs_queue_new(int depth);
 /* The live queue a handle names, or NULL: a handle of a deleted queue
@@ -179,7 +183,6 @@ void exs_nocancel_leave(int *unused);
 	int exs_nocancel_ __attribute__((cleanup(exs_nocancel_leave), unused)) = exs_nocancel_enter()
 bool exs_cancel_open(void);
 void exs_cancel_close(bool opened);
-void exs_cancel_unlock(void *mutex); /* a cleanup handler: unlocks it */
 /* pthread_cond_(timed)wait (deadline NULL: none), a cancellation point if
  * `cancellable` and the caller allows it, `cleanup(arg)` run if cancelled;
  * returns what the wait did (ETIMEDOUT) */
@@ -791,6 +794,9 @@ struct exs_global {
 	 * the lock (busy polling, re-arming): all three change atomically */
 	unsigned looks;
 	unsigned pollers; /* threads waiting in exs_poll: progress wakes them */
+	/* threads asleep on cond (exs_g_wait, ctl.c's reply wait; lock held):
+	 * an operation's end wakes them only when there are (exs_g_wake) */
+	unsigned cond_waiters;
 	/* waits that application threads came to, or that found nothing to
 	 * take (exs_progress_idle); connections with an open chunk (conn.c's
 	 * cork_add): both changed and read atomically */
@@ -821,5 +827,16 @@ struct exs_global {
 	} defaults;
 };
 extern struct exs_global exs_g;
+
+/* exs_g.lock held: wait on exs_g.cond, counted in cond_waiters (the rest
+ * as exs_cond_wait) */
+int exs_g_wait(const struct timespec *deadline, bool cancellable, void (*cleanup)(void *),
+	       void *arg);
+/* exs_g.lock held: wake the threads waiting on exs_g.cond, if any */
+static inline void exs_g_wake(void)
+{
+	if (exs_g.cond_waiters)
+		pthread_cond_broadcast(&exs_g.cond);
+}
 
 #endif

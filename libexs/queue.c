@@ -250,7 +250,8 @@ void exs_queue_post(struct exs_queue *q, const exs_event_t *ev)
 	if (q->count == 1)
 		efd_signal(q);
 	sig = q->sig;
-	pthread_cond_broadcast(&q->cond);
+	if (q->sleeping)
+		pthread_cond_broadcast(&q->cond);
 out:
 	if (q->refs)
 		q->refs--;
@@ -351,11 +352,6 @@ void exs_cancel_close(bool opened)
 	pthread_setcanceltype(caller_type, NULL);
 }
 
-void exs_cancel_unlock(void *mutex)
-{
-	pthread_mutex_unlock(mutex);
-}
-
 static int wait_point(pthread_cond_t *cond, pthread_mutex_t *m, const struct timespec *deadline,
 		      void (*cleanup)(void *), void *arg)
 {
@@ -377,6 +373,33 @@ int exs_cond_wait(pthread_cond_t *cond, pthread_mutex_t *m, const struct timespe
 	int r = wait_point(cond, m, deadline, cleanup, arg);
 
 	exs_cancel_close(open);
+	return r;
+}
+
+/* A thread waiting on exs_g.cond is cancelled: it waits no more. */
+struct g_wait {
+	void (*cleanup)(void *);
+	void *arg;
+};
+
+static void g_wait_cancelled(void *arg)
+{
+	struct g_wait *w = arg;
+
+	exs_g.cond_waiters--;
+	if (w->cleanup)
+		w->cleanup(w->arg);
+}
+
+int exs_g_wait(const struct timespec *deadline, bool cancellable, void (*cleanup)(void *),
+	       void *arg)
+{
+	struct g_wait w = { cleanup, arg };
+	int r;
+
+	exs_g.cond_waiters++;
+	r = exs_cond_wait(&exs_g.cond, &exs_g.lock, deadline, cancellable, g_wait_cancelled, &w);
+	exs_g.cond_waiters--;
 	return r;
 }
 
@@ -529,10 +552,19 @@ unsigned exs_spin_budget(unsigned spin_us, uint64_t waited_us, unsigned ceiling_
 	return spin_us > ceiling_us ? ceiling_us : spin_us;
 }
 
-/* A waiter that armed the CQs and slept is cancelled: it sleeps no more. */
-static void cancel_awake(void *m)
+/* A waiter asleep on q->cond is cancelled: it sleeps no more. */
+static void cancel_sleep(void *arg)
 {
-	pthread_mutex_unlock(m);
+	struct exs_queue *q = arg;
+
+	q->sleeping--;
+	pthread_mutex_unlock(&q->lock);
+}
+
+/* The same, for a waiter that armed the CQs before it slept. */
+static void cancel_awake(void *arg)
+{
+	cancel_sleep(arg);
 	exs_queue_poll_hook(EXS_POLL_AWAKE);
 }
 
@@ -593,9 +625,12 @@ int exs_queue_dequeue(exs_qhandle_t h, exs_event_t *ev, int count, const struct 
 			pthread_mutex_lock(&q->lock);
 			continue;
 		}
-		if (exs_cond_wait(&q->cond, &q->lock, tmo ? &deadline : NULL, cancellable,
-				  armed ? cancel_awake : exs_cancel_unlock, &q->lock) == ETIMEDOUT &&
-		    q->count < want)
+		q->sleeping++;
+		int r = exs_cond_wait(&q->cond, &q->lock, tmo ? &deadline : NULL, cancellable,
+				      armed ? cancel_awake : cancel_sleep, q);
+
+		q->sleeping--;
+		if (r == ETIMEDOUT && q->count < want)
 			goto out;
 	}
 	while (q->count && (unsigned)n < max) {

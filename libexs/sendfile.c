@@ -229,7 +229,7 @@ int exs_sf_begin(struct exs_sf *sf, struct exs_sock *s, struct exs_queue *q, exs
 			break;
 		if (!(sf->flags & (EXS_CREDIT_WAIT | EXS_BLOCK)))
 			return -EBUSY;
-		exs_cond_wait(&exs_g.cond, &exs_g.lock, NULL, false, NULL, NULL);
+		exs_g_wait(NULL, false, NULL, NULL);
 	}
 	if (sf_running >= EXS_MAX_SENDFILES)
 		return -EAGAIN;
@@ -304,7 +304,7 @@ static int sf_issue(struct exs_sf *sf, int k, const char *buf, size_t len, exs_m
 			break;
 		exs_progress_idle(); /* coalesced sends go: the peer's credits may wait for them */
 		exs_progress_arm(); /* the completion that frees a credit must wake us */
-		exs_cond_wait(&exs_g.cond, &exs_g.lock, NULL, false, NULL, NULL);
+		exs_g_wait(NULL, false, NULL, NULL);
 	}
 out:
 	UNLOCK();
