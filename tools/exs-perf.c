@@ -38,6 +38,11 @@
  *   --sbuf N     stream buffer (guide 7.6): EXS_F_SETSTREAMBUFSIZE N
  *   --advert-only buffers registered with EXS_MRF_ADVERT_ONLY: each
  *                advertised receive registered alone, for its advert
+ *   --phases     pingpong: each side times its calls (two more clock reads
+ *                per round trip) and prints on stderr the median time
+ *                inside exs_recv, inside exs_send and in its waits, and
+ *                how many round trips (client) or turns (server) took
+ *                over 100 us, by the phase that took longest
  * The fcntl options go on the socket before connect or listen, on both
  * ends; when the library refuses one (or <exs.h> lacks the name) exs-perf
  * prints "exs-perf: unsupported: ..." and exits 3.
@@ -76,7 +81,7 @@ struct hdr {
 };
 #define HDR_MAGIC 0x45585046u
 
-static int type = SOCK_SEQPACKET, unreg, check, csv, busy_poll, mreg_flags;
+static int type = SOCK_SEQPACKET, unreg, check, csv, busy_poll, mreg_flags, phases;
 static long sp_max = -1, inline_max = -1, sbuf = -1; /* -1: leave the library's default */
 static uint64_t blast_bytes = 32 << 20;
 static double min_secs; /* -T: 0 = the count comes from -B alone */
@@ -344,6 +349,51 @@ static int cmp_d(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* --phases: where each round trip's time went, on this side: inside
+ * exs_recv, inside exs_send, and in the waits (exs_qdequeue) */
+enum { PH_RECV, PH_SEND, PH_WAIT, PH_N };
+
+/* the median of v[0..n) (sorts it) */
+static double median(double *v, uint32_t n)
+{
+	qsort(v, n, sizeof(*v), cmp_d);
+	return n ? v[n / 2] : 0;
+}
+
+/* Print one side's phases (seconds in ph[i][k]) on stderr: the median of
+ * each, and the round trips (client) or turns (server) over 100 us, by
+ * the phase that took longest. */
+static void phases_report(double (*ph)[PH_N], uint32_t n, bool client)
+{
+	static const char *const name[PH_N] = { "exs_recv", "exs_send", "waits" };
+	uint32_t over = 0, longest[PH_N] = { 0 };
+	double *v = malloc(n * sizeof(*v)), med[PH_N];
+
+	if (!v)
+		die("malloc");
+	for (uint32_t i = 0; i < n; i++) {
+		int m = 0;
+
+		if (ph[i][PH_RECV] + ph[i][PH_SEND] + ph[i][PH_WAIT] < 100e-6)
+			continue;
+		over++;
+		for (int k = 1; k < PH_N; k++)
+			m = ph[i][k] > ph[i][m] ? k : m;
+		longest[m]++;
+	}
+	for (int k = 0; k < PH_N; k++) {
+		for (uint32_t i = 0; i < n; i++)
+			v[i] = ph[i][k];
+		med[k] = median(v, n) * 1e6;
+	}
+	fprintf(stderr,
+		"exs-perf: phases (%s, %u): median us %s %.2f %s %.2f %s %.2f; over 100 us %u, "
+		"longest in %s %u %s %u %s %u\n",
+		client ? "client" : "server", n, name[0], med[0], name[1], med[1], name[2], med[2],
+		over, name[0], longest[0], name[1], longest[1], name[2], longest[2]);
+	free(v);
+}
+
 static void pingpong(int fd, exs_qhandle_t q, const struct hdr *h, bool client, struct bufs *B, double *rtt,
 		     struct win *w)
 {
@@ -352,7 +402,10 @@ static void pingpong(int fd, exs_qhandle_t q, const struct hdr *h, bool client, 
 	/* a STREAM receive waits for the whole message (the stream buffer
 	 * may bring it in several pieces) */
 	int rflags = type == SOCK_STREAM ? MSG_WAITALL : 0;
+	double (*ph)[PH_N] = NULL, t1 = 0, t2 = 0;
 
+	if (phases && !(ph = calloc(n, sizeof(*ph))))
+		die("calloc");
 	/* B->b[0]: out, B->b[1]: in */
 	win_open(w);
 	if (!client && exs_recv(fd, B->b[1], h->size, rflags, q, (void *)1, B->mh[1]))
@@ -361,26 +414,49 @@ static void pingpong(int fd, exs_qhandle_t q, const struct hdr *h, bool client, 
 		double t0 = now();
 
 		if (client) {
-			if (exs_recv(fd, B->b[1], h->size, rflags, q, (void *)1, B->mh[1]) ||
-			    exs_send(fd, B->b[0], h->size, 0, q, (void *)0, B->mh[0]))
-				die("exs_send/exs_recv");
+			if (exs_recv(fd, B->b[1], h->size, rflags, q, (void *)1, B->mh[1]))
+				die("exs_recv");
+			if (ph)
+				t1 = now();
+			if (exs_send(fd, B->b[0], h->size, 0, q, (void *)0, B->mh[0]))
+				die("exs_send");
+			if (ph)
+				t2 = now();
 			wait_one(q);
 			wait_one(q);
 			rtt[i] = now() - t0;
+			if (ph) {
+				ph[i][PH_RECV] = t1 - t0;
+				ph[i][PH_SEND] = t2 - t1;
+				ph[i][PH_WAIT] = t0 + rtt[i] - t2;
+			}
 		} else {
 			/* the next ping may come before the last echo's completion */
 			while (wait_one(q).exs_evt_type != EXS_EVT_RECV)
 				sends_out--;
+			if (ph)
+				t1 = now();
 			if (i + 1 < n && exs_recv(fd, B->b[1], h->size, rflags, q, (void *)1, B->mh[1]))
 				die("exs_recv");
+			if (ph)
+				t2 = now();
 			if (exs_send(fd, B->b[0], h->size, 0, q, (void *)0, B->mh[0]))
 				die("exs_send");
 			sends_out++;
+			if (ph) {
+				ph[i][PH_WAIT] = t1 - t0;
+				ph[i][PH_RECV] = t2 - t1;
+				ph[i][PH_SEND] = now() - t2;
+			}
 		}
 	}
 	while (sends_out-- > 0)
 		wait_one(q);
 	win_close(w);
+	if (ph) {
+		phases_report(ph, n, client);
+		free(ph);
+	}
 }
 
 /* ---- persistent transfers (exs(7)) */
@@ -630,6 +706,7 @@ static void usage(FILE *f)
 	      "  --busy-poll  EXS_FD_BUSYPOLL (guide 7.5)\n"
 	      "  --sbuf N     EXS_F_SETSTREAMBUFSIZE N (guide 7.6; with -t stream)\n"
 	      "  --advert-only register with EXS_MRF_ADVERT_ONLY (a registration per advert)\n"
+	      "  --phases     pingpong: time inside exs_recv, exs_send and the waits (stderr)\n"
 	      "  -h, --help   this text;  --version  print the version\n", f);
 }
 
@@ -732,6 +809,7 @@ int main(int argc, char **argv)
 		{ "busy-poll", no_argument, NULL, 'P' },
 		{ "sbuf", required_argument, NULL, 'F' },
 		{ "advert-only", no_argument, NULL, 'X' },
+		{ "phases", no_argument, NULL, 'Q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -762,6 +840,7 @@ int main(int argc, char **argv)
 		case 'P': busy_poll = 1; break;
 		case 'F': sbuf = atol(optarg); break;
 		case 'X': mreg_flags = EXS_MRF_ADVERT_ONLY; break;
+		case 'Q': phases = 1; break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("exs-perf (EXS) %s\n", EXS_VERSION_STRING); return 0;
 		default: goto usage_error; /* getopt said what */
