@@ -345,9 +345,140 @@ START_TEST(poll_hook_phases)
 }
 END_TEST
 
+/* A waiter asleep on a queue, as a public call's thread: cancellable. */
+struct sleeper {
+	exs_qhandle_t h;
+	bool cancellable;
+	int ret;
+};
+
+static void *sleep_on_queue(void *arg)
+{
+	struct sleeper *w = arg;
+	struct timeval tv = { 5, 0 };
+	exs_event_t ev;
+
+	exs_nocancel_enter(); /* as EXS_NOCANCEL in a public call */
+	w->ret = exs_queue_dequeue(w->h, &ev, 1, &tv, w->cancellable);
+	exs_nocancel_leave(NULL);
+	return NULL;
+}
+
+/* q->sleeping read under its lock; waits (up to 2 s) until it is `want` */
+static unsigned sleeping_becomes(struct exs_queue *q, unsigned want)
+{
+	unsigned v = 0;
+
+	for (int i = 0; i < 2000; i++) {
+		pthread_mutex_lock(&q->lock);
+		v = q->sleeping;
+		pthread_mutex_unlock(&q->lock);
+		if (v == want)
+			break;
+		usleep(1000);
+	}
+	return v;
+}
+
+/*
+ * A post wakes a queue's sleepers only when it counts some (q->sleeping):
+ * a sleeping waiter is counted, woken by a post and uncounted; one that
+ * is cancelled in its sleep uncounts itself and lets go of the lock, so
+ * the next sleeper is still woken.
+ */
+START_TEST(sleepers_counted)
+{
+	struct exs_queue *q = exs_queue_new(2);
+	struct sleeper a = { q->h, true, 7 }, b = { q->h, false, 7 };
+	exs_event_t e = mk(3);
+	pthread_t t;
+
+	q->wait = EXS_WAIT_NOTIFY; /* sleeps at once, whatever the hook */
+	pthread_create(&t, NULL, sleep_on_queue, &a);
+	ck_assert_uint_eq(sleeping_becomes(q, 1), 1);
+	pthread_cancel(t);
+	pthread_join(t, NULL);
+	ck_assert_uint_eq(sleeping_becomes(q, 0), 0);
+	ck_assert_int_eq(pthread_mutex_trylock(&q->lock), 0);
+	pthread_mutex_unlock(&q->lock);
+
+	pthread_create(&t, NULL, sleep_on_queue, &b);
+	ck_assert_uint_eq(sleeping_becomes(q, 1), 1);
+	exs_queue_ref(q);
+	exs_queue_post(q, &e);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(b.ret, 1);
+	ck_assert_uint_eq(q->sleeping, 0);
+	ck_assert_int_eq(exs_queue_delete(q->h), 0);
+}
+END_TEST
+
+/* A waiter on exs_g.cond, as xfer_run's credit wait: cancellable */
+static void g_unlock(void *arg)
+{
+	(void)arg;
+	pthread_mutex_unlock(&exs_g.lock);
+}
+
+static bool g_woken;
+
+static void *wait_on_g(void *arg)
+{
+	bool cancellable = arg != NULL;
+
+	exs_nocancel_enter();
+	pthread_mutex_lock(&exs_g.lock);
+	while (!g_woken)
+		exs_g_wait(NULL, cancellable, g_unlock, NULL);
+	pthread_mutex_unlock(&exs_g.lock);
+	exs_nocancel_leave(NULL);
+	return NULL;
+}
+
+static unsigned g_waiters_become(unsigned want)
+{
+	unsigned v = 0;
+
+	for (int i = 0; i < 2000; i++) {
+		pthread_mutex_lock(&exs_g.lock);
+		v = exs_g.cond_waiters;
+		pthread_mutex_unlock(&exs_g.lock);
+		if (v == want)
+			break;
+		usleep(1000);
+	}
+	return v;
+}
+
+/* exs_g_wait counts its waiters (exs_g_wake wakes only when there are),
+ * and a cancelled one uncounts itself and lets go of exs_g.lock */
+START_TEST(g_waiters_counted)
+{
+	pthread_t t;
+
+	pthread_mutex_lock(&exs_g.lock);
+	exs_g_wake(); /* nobody waits: nothing to do */
+	pthread_mutex_unlock(&exs_g.lock);
+	pthread_create(&t, NULL, wait_on_g, (void *)1);
+	ck_assert_uint_eq(g_waiters_become(1), 1);
+	pthread_cancel(t);
+	pthread_join(t, NULL);
+	ck_assert_uint_eq(g_waiters_become(0), 0);
+
+	pthread_create(&t, NULL, wait_on_g, NULL);
+	ck_assert_uint_eq(g_waiters_become(1), 1);
+	pthread_mutex_lock(&exs_g.lock);
+	g_woken = true;
+	exs_g_wake();
+	pthread_mutex_unlock(&exs_g.lock);
+	pthread_join(t, NULL);
+	ck_assert_uint_eq(g_waiters_become(0), 0);
+}
+END_TEST
+
 int main(void)
 {
-	const TTest *const tests[] = { order_and_growth, timeout_and_poll, negative_count_waits_for_n, delete_rules, stale_handles, hold, generation_wrap_retires, many_threads, bounds, spin_budget, poll_hook_phases, NULL };
+	const TTest *const tests[] = { order_and_growth, timeout_and_poll, negative_count_waits_for_n, delete_rules, stale_handles, hold, generation_wrap_retires, many_threads, bounds, spin_budget, poll_hook_phases, sleepers_counted, g_waiters_counted, NULL };
 
 	return run_tests("queue", 30, tests);
 }
