@@ -109,18 +109,23 @@ START_TEST(delete_rules)
 }
 END_TEST
 
-struct stale_waiter {
+/* A thread waiting (up to 5 s) on a queue, as a public call's thread:
+ * cancellable if the test says so. */
+struct sleeper {
 	exs_qhandle_t h;
+	bool cancellable;
 	int ret;
 };
 
-static void *wait_stale(void *arg)
+static void *sleep_on_queue(void *arg)
 {
-	struct stale_waiter *w = arg;
+	struct sleeper *w = arg;
 	struct timeval tv = { 5, 0 };
 	exs_event_t ev;
 
-	w->ret = exs_queue_dequeue(w->h, &ev, 1, &tv, false);
+	exs_nocancel_enter(); /* as EXS_NOCANCEL in a public call */
+	w->ret = exs_queue_dequeue(w->h, &ev, 1, &tv, w->cancellable);
+	exs_nocancel_leave(NULL);
 	return NULL;
 }
 
@@ -132,13 +137,13 @@ static void *wait_stale(void *arg)
 START_TEST(stale_handles)
 {
 	struct exs_queue *q = exs_queue_new(2), *q2;
-	struct stale_waiter w = { q->h, 1 };
+	struct sleeper w = { q->h, false, 1 };
 	exs_qhandle_t old = q->h;
 	exs_event_t e = mk(7), out;
 	pthread_t t;
 	int v;
 
-	pthread_create(&t, NULL, wait_stale, &w);
+	pthread_create(&t, NULL, sleep_on_queue, &w);
 	usleep(100000);
 	ck_assert_int_eq(exs_queue_delete(old), 0);
 	q2 = exs_queue_new(2);
@@ -344,25 +349,6 @@ START_TEST(poll_hook_phases)
 	exs_queue_delete(q->h);
 }
 END_TEST
-
-/* A waiter asleep on a queue, as a public call's thread: cancellable. */
-struct sleeper {
-	exs_qhandle_t h;
-	bool cancellable;
-	int ret;
-};
-
-static void *sleep_on_queue(void *arg)
-{
-	struct sleeper *w = arg;
-	struct timeval tv = { 5, 0 };
-	exs_event_t ev;
-
-	exs_nocancel_enter(); /* as EXS_NOCANCEL in a public call */
-	w->ret = exs_queue_dequeue(w->h, &ev, 1, &tv, w->cancellable);
-	exs_nocancel_leave(NULL);
-	return NULL;
-}
 
 /* q->sleeping read under its lock; waits (up to 2 s) until it is `want` */
 static unsigned sleeping_becomes(struct exs_queue *q, unsigned want)
