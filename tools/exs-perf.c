@@ -39,7 +39,7 @@
  *   --advert-only buffers registered with EXS_MRF_ADVERT_ONLY: each
  *                advertised receive registered alone, for its advert
  *   --phases     pingpong: each side times its calls (two more clock reads
- *                per round trip) and prints on stderr the median time
+ *                per round trip, three on the server) and prints on stderr the median time
  *                inside exs_recv, inside exs_send and in its waits, and
  *                how many round trips (client) or turns (server) took
  *                over 100 us, by the phase that took longest
@@ -404,7 +404,7 @@ static void pingpong(int fd, exs_qhandle_t q, const struct hdr *h, bool client, 
 	int rflags = type == SOCK_STREAM ? MSG_WAITALL : 0;
 	double (*ph)[PH_N] = NULL, t1 = 0, t2 = 0;
 
-	if (phases && !(ph = calloc(n, sizeof(*ph))))
+	if (phases && n && !(ph = calloc(n, sizeof(*ph))))
 		die("calloc");
 	/* B->b[0]: out, B->b[1]: in */
 	win_open(w);
