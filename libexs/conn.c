@@ -956,9 +956,6 @@ static int op_mem(struct exs_conn *c, struct exs_op *op)
 	return 0;
 }
 
-/* A small message (§7.2) needs no memory of the device's: the library
- * copies it, into its eager buffers (send) or out of its receive buffers
- * (receive), unless the receive is advertised after all (RTS). */
 /* The reference an operation holds on its queue until it reports (the
  * caller's, or one of its own), and the busy-poll mark. */
 static void op_queue_ref(const struct exs_conn *c, const struct exs_op *op)
@@ -969,6 +966,9 @@ static void op_queue_ref(const struct exs_conn *c, const struct exs_op *op)
 		exs_queue_mark_busy(op->q);
 }
 
+/* A small message (§7.2) needs no memory of the device's: the library
+ * copies it, into its eager buffers (send) or out of its receive buffers
+ * (receive), unless the receive is advertised after all (RTS). */
 static bool small(const struct exs_conn *c, const struct exs_op *op)
 {
 	return c->sp_max && op->len <= c->sp_max;
