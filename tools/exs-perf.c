@@ -782,9 +782,8 @@ static void report(const struct hdr *h, const struct hdr *r, double *lat, const 
 		for (uint32_t i = 0; i < h->count; i++)
 			lmean += lat[i];
 		lmean = lmean / h->count * f;
-		qsort(lat, h->count, sizeof(*lat), cmp_d);
+		lmed = median(lat, h->count) * f; /* sorts lat */
 		lmin = lat[0] * f;
-		lmed = lat[h->count / 2] * f;
 		l99 = lat[(size_t)(h->count * 0.99)] * f;
 		l999 = lat[(size_t)(h->count * 0.999)] * f;
 	}
