@@ -147,6 +147,9 @@ static int parse_reply(struct qp_query *q, const uint8_t *buf, size_t len, uint3
 		/* a doit reply holds the QP's attributes at its top level */
 		match_entry(q, body, n);
 		for_each_attr(body, n, top_attr, q);
+		/* and is the whole answer: only a dump's parts are multi */
+		if (!(h->nlmsg_flags & NLM_F_MULTI))
+			return 1;
 	}
 	return 0;
 }
@@ -208,7 +211,7 @@ int qp_owner(uint32_t dev_index, uint32_t port, uint32_t qpn, pid_t *pid)
 		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	}
 	if (port) {
-		request(&r, NLM_F_ACK, dev_index);
+		request(&r, 0, dev_index); /* no NLM_F_ACK: the reply says enough */
 		put_u32(&r, RDMA_NLDEV_ATTR_PORT_INDEX, port);
 		put_u32(&r, RDMA_NLDEV_ATTR_RES_LQPN, qpn);
 		ret = ask(fd, &q, &r);
