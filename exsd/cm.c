@@ -424,22 +424,44 @@ static void send_established(struct ep *e)
 		 e->iwarp ? "iWARP" : "IB/RoCE", e->agreed.credits);
 }
 
+/* What each device allows of EXS_RD_DEPTH, asked once per device (a
+ * system call on every connect and two on every accept before): keyed by
+ * the verbs context, forgotten when a device goes (its context may be
+ * freed, and the address given to another). 0: a free slot. */
+#define RD_LIMITS 16
+static struct {
+	struct ibv_context *verbs;
+	int limit;
+} rd_limits[RD_LIMITS];
+
+static int rd_limit(struct ibv_context *verbs)
+{
+	struct ibv_device_attr a;
+	int i, d = EXS_RD_DEPTH;
+
+	for (i = 0; i < RD_LIMITS && rd_limits[i].verbs; i++)
+		if (rd_limits[i].verbs == verbs)
+			return rd_limits[i].limit;
+	if (ibv_query_device(verbs, &a))
+		return 1; /* not remembered: asked again next time */
+	if (a.max_qp_rd_atom < d)
+		d = a.max_qp_rd_atom;
+	if (a.max_qp_init_rd_atom < d)
+		d = a.max_qp_init_rd_atom;
+	if (i < RD_LIMITS) {
+		rd_limits[i].verbs = verbs;
+		rd_limits[i].limit = d;
+	}
+	return d;
+}
+
 /* RDMA READs one side may have in flight (persistent sends, proto/exs_wire.h
  * part 6): EXS_RD_DEPTH, lowered to what the device and `peer` allow; at
  * least 1. */
 static uint8_t rd_depth(struct rdma_cm_id *id, uint8_t peer)
 {
-	struct ibv_device_attr a;
-	int d = EXS_RD_DEPTH;
+	int d = rd_limit(id->verbs);
 
-	if (!ibv_query_device(id->verbs, &a)) {
-		if (a.max_qp_rd_atom < d)
-			d = a.max_qp_rd_atom;
-		if (a.max_qp_init_rd_atom < d)
-			d = a.max_qp_init_rd_atom;
-	} else {
-		d = 1;
-	}
 	if (peer < d)
 		d = peer;
 	return (uint8_t)(d < 1 ? 1 : d);
@@ -928,6 +950,7 @@ static void on_cm_event(struct rdma_cm_event *ev, struct rdma_cm_id **ret_destro
 		ep_fail(e, ECONNRESET);
 		break;
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		memset(rd_limits, 0, sizeof(rd_limits));
 		ep_fail(e, ENODEV);
 		break;
 	default:
