@@ -426,11 +426,14 @@ static void send_established(struct ep *e)
 
 /* What each device allows of EXS_RD_DEPTH, asked once per device (a
  * system call on every connect and two on every accept before): keyed by
- * the verbs context, forgotten when a device goes (its context may be
- * freed, and the address given to another). 0: a free slot. */
+ * the verbs context and the device's name, forgotten when a device goes
+ * (its context may be freed, and the address given to another; a device
+ * removed with no connection on it reports nothing here, hence the name
+ * too). NULL verbs: a free slot. */
 #define RD_LIMITS 16
 static struct {
 	struct ibv_context *verbs;
+	char name[IBV_SYSFS_NAME_MAX];
 	int limit;
 } rd_limits[RD_LIMITS];
 
@@ -439,8 +442,10 @@ static int rd_limit(struct ibv_context *verbs)
 	struct ibv_device_attr a;
 	int i, d = EXS_RD_DEPTH;
 
+	const char *name = ibv_get_device_name(verbs->device);
+
 	for (i = 0; i < RD_LIMITS && rd_limits[i].verbs; i++)
-		if (rd_limits[i].verbs == verbs)
+		if (rd_limits[i].verbs == verbs && !strcmp(rd_limits[i].name, name))
 			return rd_limits[i].limit;
 	if (ibv_query_device(verbs, &a))
 		return 1; /* not remembered: asked again next time */
@@ -448,10 +453,11 @@ static int rd_limit(struct ibv_context *verbs)
 		d = a.max_qp_rd_atom;
 	if (a.max_qp_init_rd_atom < d)
 		d = a.max_qp_init_rd_atom;
-	if (i < RD_LIMITS) {
-		rd_limits[i].verbs = verbs;
-		rd_limits[i].limit = d;
-	}
+	if (i == RD_LIMITS) /* full: the newest is kept, as a stale one may linger */
+		i = RD_LIMITS - 1;
+	rd_limits[i].verbs = verbs;
+	snprintf(rd_limits[i].name, sizeof(rd_limits[i].name), "%s", name);
+	rd_limits[i].limit = d;
 	return d;
 }
 
