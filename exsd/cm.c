@@ -130,10 +130,13 @@ static bool owner_gone(const struct client *c)
 static void ep_fail(struct ep *e, int err)
 {
 	if (e->state == EP_ESTABLISHED && err == ECONNRESET) {
-		if (owner_gone(e->c))
-			view_event(e, "close", ESRCH); /* the CM saw its process die first */
-		else
-			view_event(e, "disconnect", 0);
+		/* which of the two only a monitor learns: asking /proc costs
+		 * four system calls at every connection's end */
+		if (view_watched()) {
+			bool gone = owner_gone(e->c); /* the CM saw its process die first */
+
+			view_event(e, gone ? "close" : "disconnect", gone ? ESRCH : 0);
+		}
 		exsd_log(LOG_INFO, "client %u (%s) sock %u: disconnected by the peer", e->c->id,
 			 e->c->comm, e->sock);
 	} else {

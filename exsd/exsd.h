@@ -308,6 +308,7 @@ struct info_buf { /* strings that live as long as one SockInfo being sent */
 bool view_may_see(const struct client *observer, const struct client *owner);
 void view_fill_info(ExsCtl__SockInfo *i, struct info_buf *b, const struct ep *e,
 		    const struct client *observer);
+bool view_watched(void);
 void view_event(struct ep *e, const char *event, int err);
 
 /* qpown.c: whether a client owns the QP it names */

@@ -95,6 +95,15 @@ void view_fill_info(ExsCtl__SockInfo *i, struct info_buf *b, const struct ep *e,
 	i->errors = e->stats.errors;
 }
 
+/* Whether any observer takes monitor events (exsctl monitor). */
+bool view_watched(void)
+{
+	for (const struct client *o = exsd.clients; o; o = o->next)
+		if (o->monitor)
+			return true;
+	return false;
+}
+
 void view_event(struct ep *e, const char *event, int err)
 {
 	for (struct client *o = exsd.clients; o; o = o->next) {
