@@ -442,10 +442,9 @@ static struct {
 
 static int rd_limit(struct ibv_context *verbs)
 {
+	const char *name = ibv_get_device_name(verbs->device);
 	struct ibv_device_attr a;
 	int i, d = EXS_RD_DEPTH;
-
-	const char *name = ibv_get_device_name(verbs->device);
 
 	for (i = 0; i < RD_LIMITS && rd_limits[i].verbs; i++)
 		if (rd_limits[i].verbs == verbs && !strcmp(rd_limits[i].name, name))
