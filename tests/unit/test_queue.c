@@ -350,20 +350,25 @@ START_TEST(poll_hook_phases)
 }
 END_TEST
 
-/* q->sleeping read under its lock; waits (up to 2 s) until it is `want` */
-static unsigned sleeping_becomes(struct exs_queue *q, unsigned want)
+/* *count, read under `lock`, once it is `want` or after 2 s */
+static unsigned count_becomes(pthread_mutex_t *lock, const unsigned *count, unsigned want)
 {
 	unsigned v = 0;
 
 	for (int i = 0; i < 2000; i++) {
-		pthread_mutex_lock(&q->lock);
-		v = q->sleeping;
-		pthread_mutex_unlock(&q->lock);
+		pthread_mutex_lock(lock);
+		v = *count;
+		pthread_mutex_unlock(lock);
 		if (v == want)
 			break;
 		usleep(1000);
 	}
 	return v;
+}
+
+static unsigned sleeping_becomes(struct exs_queue *q, unsigned want)
+{
+	return count_becomes(&q->lock, &q->sleeping, want);
 }
 
 /*
@@ -423,17 +428,7 @@ static void *wait_on_g(void *arg)
 
 static unsigned g_waiters_become(unsigned want)
 {
-	unsigned v = 0;
-
-	for (int i = 0; i < 2000; i++) {
-		pthread_mutex_lock(&exs_g.lock);
-		v = exs_g.cond_waiters;
-		pthread_mutex_unlock(&exs_g.lock);
-		if (v == want)
-			break;
-		usleep(1000);
-	}
-	return v;
+	return count_becomes(&exs_g.lock, &exs_g.cond_waiters, want);
 }
 
 /* exs_g_wait counts its waiters (exs_g_wake wakes only when there are),
