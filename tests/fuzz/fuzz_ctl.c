@@ -11,7 +11,13 @@
  *
  * After each input every client leaves; then exsd must hold no client, no
  * endpoint, no rdmacm id, and still answer a fresh client's Hello with its
- * HelloReply. LeakSanitizer (libFuzzer -detect_leaks) checks the memory.
+ * HelloReply. accept4 may fail as the kernel lets it when descriptors or
+ * memory run out (the input says when); exsd then stops accepting for
+ * EXSD_ACCEPT_RETRY_MS, and that time passes when the input says so or
+ * when the input ends. Connections made meanwhile wait in the listen
+ * backlog, each to be accepted and read to its end: "settled" is when no
+ * client, no waiting connection and no pause are left. LeakSanitizer
+ * (libFuzzer -detect_leaks) checks the memory.
  * Not faked: everything in exsd but its QP-owner query (qpown.c, which asks
  * the kernel's RDMA netlink): qp_check_owner() here says yes or no by the
  * QP number.
@@ -20,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -40,6 +47,7 @@ struct fclient {
 
 static struct fclient cl[MAX_CLIENTS];
 static uid_t next_uid;
+static int accept_errno; /* the next accept4 fails with it */
 static char sock_path[108];
 
 /* ---- what exsd gets from outside this harness */
@@ -52,6 +60,17 @@ int __wrap_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	if (!ret && level == SOL_SOCKET && name == SO_PEERCRED)
 		((struct ucred *)val)->uid = next_uid;
 	return ret;
+}
+
+int __real_accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags);
+int __wrap_accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
+{
+	if (accept_errno) {
+		errno = accept_errno;
+		accept_errno = 0;
+		return -1;
+	}
+	return __real_accept4(fd, sa, len, flags);
 }
 
 /* QPs whose number is a multiple of 4 are refused; of those, one of 8 as
@@ -108,6 +127,45 @@ static void pump(void)
 			if (cl[i].reading)
 				drain(&cl[i]);
 	}
+}
+
+/* Whether a connection waits in exsd's listen backlog. */
+static bool backlog_waits(void)
+{
+	struct pollfd p = { .fd = exsd.listen_fd, .events = POLLIN };
+
+	return poll(&p, 1, 0) == 1;
+}
+
+static void dump_state(const char *why)
+{
+	fprintf(stderr, "%s: clients %u established %u ids %u, accept %s, backlog %s\n", why,
+		exsd.nclients, exsd.nestablished, fake_live_ids,
+		exsd.accept_paused ? "paused" : "on", backlog_waits() ? "waiting" : "empty");
+	for (struct client *c = exsd.clients; c; c = c->next) {
+		fprintf(stderr, "  client %u uid %u hello %d paused %d failed %d outq %zu eps %u\n",
+			c->id, (unsigned)c->uid, c->hello, c->paused, c->failed, c->outq_bytes,
+			c->neps);
+		for (struct ep *e = c->eps; e; e = e->next)
+			fprintf(stderr, "    sock %u %s\n", e->sock, ep_state_name(e->state));
+	}
+}
+
+/* With every client gone, exsd ends what they left: time passes for a
+ * paused accept, waiting connections are accepted, each is read to its
+ * end (one message per turn of the loop). Bounded: a socket holds at most
+ * a few thousand messages. */
+static void settle(void)
+{
+	for (int turn = 0; turn < 20000; turn++) {
+		if (!exsd.clients && !exsd.accept_paused && !backlog_waits())
+			return;
+		if (exsd.accept_paused)
+			event_active(exsd.accept_retry, EV_TIMEOUT, 1);
+		event_base_loop(exsd.base, EVLOOP_NONBLOCK);
+	}
+	dump_state("exsd did not settle");
+	abort();
 }
 
 static int client_open(uid_t uid)
@@ -381,9 +439,9 @@ static void check_idle_and_serving(void)
 	ExsCtl__Hello h = EXS_CTL__HELLO__INIT;
 	ssize_t n;
 
+	settle();
 	if (exsd.clients || exsd.nclients || exsd.nestablished || fake_live_ids) {
-		fprintf(stderr, "exsd kept state after every client left: clients %u established %u ids %u\n",
-			exsd.nclients, exsd.nestablished, fake_live_ids);
+		dump_state("exsd kept state after every client left");
 		abort();
 	}
 	c.fd = client_open(1000);
@@ -396,18 +454,20 @@ static void check_idle_and_serving(void)
 	n = recv(c.fd, buf, sizeof(buf), MSG_DONTWAIT);
 	r = n > 0 ? exs_ctl__msg__unpack(NULL, (size_t)n, buf) : NULL;
 	if (!r || r->body_case != EXS_CTL__MSG__BODY_HELLO_REPLY || r->seq != 77) {
-		fprintf(stderr, "a fresh client's Hello was not answered\n");
+		dump_state("a fresh client's Hello was not answered");
 		abort();
 	}
 	exs_ctl__msg__free_unpacked(r, NULL);
 	client_close(&c);
-	pump();
-	if (exsd.clients || exsd.nclients)
+	settle();
+	if (exsd.nclients) {
+		dump_state("exsd counts a client it does not hold");
 		abort();
+	}
 }
 
 /* Time passes for one endpoint: its armed timer (connect or request
- * deadline) fires now. */
+ * deadline) fires now; with none, for a paused accept. */
 static void fire_timer(unsigned which)
 {
 	unsigned n = 0;
@@ -418,6 +478,8 @@ static void fire_timer(unsigned which)
 				event_active(e->timer, EV_TIMEOUT, 1);
 				return;
 			}
+	if (exsd.accept_paused)
+		event_active(exsd.accept_retry, EV_TIMEOUT, 1);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -428,7 +490,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint8_t op = u8(&in), k = u8(&in) % MAX_CLIENTS;
 		struct fclient *c = &cl[k];
 
-		switch (op % 9) {
+		switch (op % 10) {
 		case 0: /* a client comes */
 			if (c->fd < 0) {
 				static const uid_t uids[] = { 0, 1000, 1001 };
@@ -473,13 +535,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case 8:
 			fire_timer(k);
 			break;
+		case 9: { /* the kernel refuses exsd's next accept4 */
+			static const int errs[] = { EMFILE, ENFILE, ENOBUFS, ENOMEM };
+
+			accept_errno = errs[u8(&in) % 4];
+			break;
+		}
 		}
 		pump();
 	}
 	for (int i = 0; i < MAX_CLIENTS; i++)
 		client_close(&cl[i]);
-	pump();
-	pump();
+	accept_errno = 0;
 	check_idle_and_serving();
 	fake_cm_reset();
 	return 0;
