@@ -366,6 +366,9 @@ int cm_connect(struct client *c, ExsCtl__Connect *m)
 	if (check_sockaddr(&m->addr) || !m->setup || !m->setup->credits ||
 	    m->setup->credits > EXS_LIMIT_CREDITS)
 		return -EINVAL;
+	if (m->early && (!m->early->device || !m->early->init ||
+			 strlen(m->early->device) >= sizeof(e->early_dev)))
+		return -EINVAL;
 	if (e && e->state != EP_BOUND)
 		return -EISCONN;
 	if (!e) {
@@ -387,6 +390,16 @@ int cm_connect(struct client *c, ExsCtl__Connect *m)
 	memcpy(&dst, m->addr.data, m->addr.len);
 	e->type = m->type == SOCK_STREAM ? SOCK_STREAM : SOCK_SEQPACKET;
 	setup_from_msg(&e->offer, m->setup);
+	e->early = m->early != NULL;
+	if (e->early) {
+		snprintf(e->early_dev, sizeof(e->early_dev), "%s", m->early->device);
+		e->early_port = m->early->port_num;
+		e->early_qpn = m->early->qpn;
+		e->early_init = *m->early->init;
+		e->early_init.grh_dgid = (ProtobufCBinaryData){ 0, NULL };
+		e->early_init.base.unknown_fields = NULL;
+		e->early_init.base.n_unknown_fields = 0;
+	}
 	/* the caller's deadline bounds the whole connect; without one, only
 	 * the steps that do not wait for the peer's application are bounded
 	 * (arm_step_timer) and a queued request waits until it is accepted */
@@ -510,6 +523,52 @@ static int ask_rebuild(struct ep *e, uint32_t sock, uint32_t conn)
 	return 0;
 }
 
+/* What rdma_connect and rdma_accept are given for QP `qpn`, with the
+ * setup message `w` (filled later) as private data. */
+static void conn_param(struct rdma_conn_param *p, uint32_t qpn, struct exs_wire_setup *w)
+{
+	memset(p, 0, sizeof(*p));
+	p->retry_count = 7;
+	p->rnr_retry_count = 7;
+	p->qp_num = qpn;
+	p->private_data = w;
+	p->private_data_len = sizeof(*w);
+}
+
+/*
+ * The active side's QP `qpn` is ready (QpReady, or Connect.early taken):
+ * if it is the client's, connect. On failure e is failed (e->dead), for
+ * the caller to free; a QP refused in a way the kernel can cause makes
+ * exsd ask for another (Rebuild), and e waits for it.
+ */
+static void connect_qp(struct ep *e, uint32_t qpn)
+{
+	struct rdma_conn_param p;
+	struct exs_wire_setup w;
+	bool retry = may_rebuild(e);
+	int ret;
+
+	ret = qp_check_owner(e->c, e->sock, e->id, qpn, retry);
+	if (ret == -EPERM && retry && !ask_rebuild(e, e->sock, 0))
+		return;
+	if (ret) {
+		ep_fail(e, EPERM);
+		return;
+	}
+	conn_param(&p, qpn, &w);
+	/* the peer's exsd drops the request when we give up (exs_wire.h) */
+	e->offer.wait_ms = !e->deadline_ms ? 0
+			   : e->deadline_ms > now_ms() + 1 ? (uint32_t)(e->deadline_ms - now_ms()) : 1;
+	setup_encode(&w, EXS_WIRE_SETUP_REQUEST, &e->offer);
+	p.responder_resources = p.initiator_depth = rd_depth(e->id, UINT8_MAX);
+	if (rdma_connect(e->id, &p)) {
+		ep_fail(e, errno);
+		return;
+	}
+	ep_set_state(e, EP_CONNECTING);
+	arm_step_timer(e);
+}
+
 int cm_qp_ready(struct client *c, ExsCtl__QpReady *m)
 {
 	struct rdma_conn_param p;
@@ -518,12 +577,7 @@ int cm_qp_ready(struct client *c, ExsCtl__QpReady *m)
 	bool retry;
 	int ret;
 
-	memset(&p, 0, sizeof(p));
-	p.retry_count = 7;
-	p.rnr_retry_count = 7;
-	p.qp_num = m->qpn;
-	p.private_data = &w;
-	p.private_data_len = sizeof(w);
+	conn_param(&p, m->qpn, &w);
 	if (m->conn) {
 		/* passive: the client accepts request `conn` as socket `sock` */
 		struct exs_wire_setup mine = { 0 };
@@ -566,27 +620,9 @@ int cm_qp_ready(struct client *c, ExsCtl__QpReady *m)
 	if (!e)
 		return -EINVAL;
 	if (e->state == EP_WAIT_QP) {
-		retry = may_rebuild(e);
-		ret = qp_check_owner(c, m->sock, e->id, m->qpn, retry);
-		if (ret == -EPERM && retry && !ask_rebuild(e, m->sock, 0))
-			return 0;
-		if (ret) {
-			ep_fail(e, EPERM);
+		connect_qp(e, m->qpn);
+		if (e->dead)
 			ep_free(e);
-			return 0;
-		}
-		/* the peer's exsd drops the request when we give up (exs_wire.h) */
-		e->offer.wait_ms = !e->deadline_ms ? 0
-				   : e->deadline_ms > now_ms() + 1 ? (uint32_t)(e->deadline_ms - now_ms()) : 1;
-		setup_encode(&w, EXS_WIRE_SETUP_REQUEST, &e->offer);
-		p.responder_resources = p.initiator_depth = rd_depth(e->id, UINT8_MAX);
-		if (rdma_connect(e->id, &p)) {
-			ep_fail(e, errno);
-			ep_free(e);
-			return 0;
-		}
-		ep_set_state(e, EP_CONNECTING);
-		arm_step_timer(e);
 		return 0;
 	}
 	if (e->state == EP_WAIT_RTR) {
@@ -739,6 +775,18 @@ int cm_close_sock(struct client *c, ExsCtl__Close *m)
 
 /* ---- rdmacm events */
 
+/* Whether INIT attributes `a` (exsd's) and `b` (the client's early QP's)
+ * are the same: each the few fields rdma_init_qp_attr gives an RC QP. */
+static bool same_init(const ExsCtl__QpAttr *a, const ExsCtl__QpAttr *b)
+{
+	const uint32_t known = IBV_QP_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			       IBV_QP_QKEY;
+
+	return a->mask == b->mask && !(a->mask & ~known) && a->qp_state == b->qp_state &&
+	       a->qp_access_flags == b->qp_access_flags && a->pkey_index == b->pkey_index &&
+	       a->port_num == b->port_num && a->qkey == b->qkey;
+}
+
 static void on_route(struct ep *e)
 {
 	ExsCtl__Msg m;
@@ -752,6 +800,21 @@ static void on_route(struct ep *e)
 	if (ret) {
 		ep_fail(e, -ret);
 		return;
+	}
+	if (e->early) {
+		const char *dev = ibv_get_device_name(e->id->verbs->device);
+
+		if (!strcmp(dev, e->early_dev) && e->early_port == e->id->port_num &&
+		    same_init(&init, &e->early_init)) {
+			exsd_log(LOG_DEBUG, "client %u sock %u: QP %u given early", e->c->id, e->sock,
+				 e->early_qpn);
+			ep_set_state(e, EP_WAIT_QP);
+			connect_qp(e, e->early_qpn);
+			return;
+		}
+		exsd_log(LOG_DEBUG, "client %u sock %u: QP %u on %s port %u given early, the route is %s port %u",
+			 e->c->id, e->sock, e->early_qpn, e->early_dev, e->early_port, dev,
+			 (unsigned)e->id->port_num);
 	}
 	out_msg_init(&m);
 	r.sock = e->sock;

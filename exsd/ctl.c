@@ -106,6 +106,7 @@ static bool dispatch(struct client *c, ExsCtl__Msg *m)
 		sd.busy_poll_us = exsd.conf.busy_poll_us;
 		hr.defaults = &sd;
 		hr.adopt = true;
+		hr.early = true;
 		r.body_case = EXS_CTL__MSG__BODY_HELLO_REPLY;
 		r.hello_reply = &hr;
 		out_send(c, &r);

@@ -184,6 +184,11 @@ struct ep {
 	struct exs_wire_setup agreed;
 	uint8_t peer_rd_in, peer_rd_out; /* passive: the request's responder_resources, initiator_depth */
 	uint8_t rebuilds;	/* times its client was asked for another QP (Rebuild) */
+	/* active: the QP its Connect offered before the route (Connect.early) */
+	bool early;
+	char early_dev[64];
+	uint32_t early_port, early_qpn;
+	ExsCtl__QpAttr early_init;	/* its scalars only */
 	struct event *timer;
 	uint16_t eph_port;	/* an ephemeral port exsd picked for it, 0 none */
 	/* adopted (cm_adopt): a connection set up by an exsd that has gone

@@ -5,6 +5,10 @@
  *
  *   exs_ctlraw foreign-connect ADDR PORT QPN  connect; answer Route with QP QPN
  *                                             (another process's): ConnError EPERM
+ *   exs_ctlraw foreign-early ADDR PORT QPN    learn the route from one connect, then
+ *                                             offer QP QPN in Connect.early with that
+ *                                             route's device, port and INIT: exsd
+ *                                             takes it (no Route) and ConnError EPERM
  *   exs_ctlraw own-connect ADDR PORT          the same with a QP of its own, where
  *                                             nothing listens: ConnError, not EPERM
  *   exs_ctlraw foreign-accept ADDR PORT QPN N listen; accept N requests with QP
@@ -263,6 +267,21 @@ static uint32_t own_qp(const char *device, const ExsCtl__QpAttr *init)
 	return qp->qp_num;	/* kept until exit */
 }
 
+/* A Connect of SOCK_SEQPACKET socket `sock` to `sa`, in m */
+static void connect_msg(ExsCtl__Msg *m, ExsCtl__Connect *c, ExsCtl__Setup *su,
+			struct sockaddr_in *sa, uint32_t sock)
+{
+	c->sock = sock;
+	c->addr.data = (uint8_t *)sa;
+	c->addr.len = sizeof(*sa);
+	su->credits = 8;
+	su->sp_max = 4096;
+	c->setup = su;
+	c->type = SOCK_SEQPACKET;
+	m->body_case = EXS_CTL__MSG__BODY_CONNECT;
+	m->connect = c;
+}
+
 static int qp_connect(const char *ip, const char *port, long qpn)
 {
 	ExsCtl__Msg m = EXS_CTL__MSG__INIT, *r;
@@ -275,15 +294,7 @@ static int qp_connect(const char *ip, const char *port, long qpn)
 
 	hello(fd);
 	parse_addr(ip, port, &sa);
-	c.sock = sock;
-	c.addr.data = (uint8_t *)&sa;
-	c.addr.len = sizeof(sa);
-	su.credits = 8;
-	su.sp_max = 4096;
-	c.setup = &su;
-	c.type = SOCK_SEQPACKET;
-	m.body_case = EXS_CTL__MSG__BODY_CONNECT;
-	m.connect = &c;
+	connect_msg(&m, &c, &su, &sa, sock);
 	send_msg(fd, &m);
 	r = expect_msg(fd, EXS_CTL__MSG__BODY_ROUTE, "connect");
 	if (qpn < 0)
@@ -292,6 +303,47 @@ static int qp_connect(const char *ip, const char *port, long qpn)
 	exs_ctl__msg__free_unpacked(r, NULL);
 	send_qp_ready(fd, sock, 0, (uint32_t)qpn);
 	err = wait_error(fd, &closed, NULL);
+	close(fd);
+	return err;
+}
+
+/* Connect.early naming `qpn` on the device, port and INIT of a route
+ * learnt first: the first message after it must be a ConnError, not a
+ * Route; its errno is returned. */
+static int early_connect(const char *ip, const char *port, uint32_t qpn)
+{
+	ExsCtl__Msg m = EXS_CTL__MSG__INIT, *r, *route;
+	ExsCtl__Connect c = EXS_CTL__CONNECT__INIT;
+	ExsCtl__Setup su = EXS_CTL__SETUP__INIT;
+	ExsCtl__EarlyQp eq = EXS_CTL__EARLY_QP__INIT;
+	struct sockaddr_in sa;
+	bool closed;
+	int fd = ctl_open(), err = -1;
+
+	hello(fd);
+	parse_addr(ip, port, &sa);
+	connect_msg(&m, &c, &su, &sa, 7);
+	send_msg(fd, &m);
+	route = expect_msg(fd, EXS_CTL__MSG__BODY_ROUTE, "connect");
+	close(fd); /* that connect ends with its client */
+	fd = ctl_open();
+	hello(fd);
+	eq.device = route->route->device;
+	eq.port_num = route->route->port_num;
+	eq.qpn = qpn;
+	eq.init = route->route->init;
+	c.sock = 8;
+	c.early = &eq;
+	send_msg(fd, &m);
+	printf("route on %s port %u; offering QP %u early\n", eq.device, eq.port_num, qpn);
+	r = recv_msg(fd, &closed);
+	if (r && r->body_case == EXS_CTL__MSG__BODY_CONN_ERROR)
+		err = r->conn_error->err;
+	check(r && r->body_case != EXS_CTL__MSG__BODY_ROUTE,
+	      "foreign-early: exsd took the early QP (no Route): message %d", r ? (int)r->body_case : -1);
+	if (r)
+		exs_ctl__msg__free_unpacked(r, NULL);
+	exs_ctl__msg__free_unpacked(route, NULL);
 	close(fd);
 	return err;
 }
@@ -502,6 +554,10 @@ int main(int argc, char **argv)
 		err = qp_connect(argv[2], argv[3], strtol(argv[4], NULL, 0));
 		check(err == EPERM, "%s: connecting with a QP not our own: ConnError %s",
 		      mode, err_name(err));
+	} else if (!strcmp(mode, "foreign-early") && argc == 5) {
+		err = early_connect(argv[2], argv[3], (uint32_t)strtoul(argv[4], NULL, 0));
+		check(err == EPERM, "%s: offering a QP not our own early: ConnError %s", mode,
+		      err_name(err));
 	} else if (!strcmp(mode, "own-connect") && argc == 4) {
 		err = qp_connect(argv[2], argv[3], -1);
 		check(err > 0 && err != EPERM, "%s: a QP of our own passes; nobody listens: ConnError %s",

@@ -249,6 +249,8 @@ static void structured(struct fclient *c, struct in *in)
 	ExsCtl__Bind bind = EXS_CTL__BIND__INIT;
 	ExsCtl__Listen listen_ = EXS_CTL__LISTEN__INIT;
 	ExsCtl__Connect conn = EXS_CTL__CONNECT__INIT;
+	ExsCtl__EarlyQp early = EXS_CTL__EARLY_QP__INIT;
+	ExsCtl__QpAttr einit = EXS_CTL__QP_ATTR__INIT;
 	ExsCtl__QpReady qr = EXS_CTL__QP_READY__INIT;
 	ExsCtl__Reject rej = EXS_CTL__REJECT__INIT;
 	ExsCtl__Close cls = EXS_CTL__CLOSE__INIT;
@@ -296,6 +298,20 @@ static void structured(struct fclient *c, struct in *in)
 		conn.setup = setup_of(in, &setup);
 		conn.timeout_ms = v & 1 ? u32(in) : 0;
 		conn.type = v & 2 ? SOCK_STREAM : SOCK_SEQPACKET;
+		if (v & 4) { /* Connect.early: the fake's own INIT, or one field off */
+			uint8_t e = u8(in);
+
+			early.device = e & 1 ? "siw0" : e & 2 ? "mlx5_9" : "rxe0";
+			early.port_num = e & 4 ? 2 : 1;
+			early.qpn = u32(in);
+			early.init = e & 8 ? NULL : &einit;
+			einit.mask = IBV_QP_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+			einit.qp_state = IBV_QPS_INIT;
+			einit.port_num = 1;
+			einit.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+			einit.pkey_index = e & 16 ? 1 : 0;
+			conn.early = &early;
+		}
 		m.body_case = EXS_CTL__MSG__BODY_CONNECT;
 		m.connect = &conn;
 		break;

@@ -103,6 +103,14 @@ for t in rxe siw; do
 	if wait $fa; then pass "a: both accepts naming QP $qpn on $dev got EPERM"; else
 		fail "a: accepts naming QP $qpn on $dev"; fi
 	sed 's/^/    /' "$LOGS/fa-$t.out"
+	run "a: connect offering QP $qpn of pid $owner early (Connect.early) on $dev: refused with EPERM" \
+		"$T/exs_ctlraw" foreign-early "$ip" 7619 "$qpn"
+	if grep -q "sock 8: QP $qpn given early" "$LOG" &&
+	   grep -q "sock 8: QP $qpn on $dev belongs to pid [0-9]* (process $owner), not to the client: refused" "$LOG"; then
+		pass "a: exsd took the early QP $qpn on $dev and refused it, naming its owner $owner"
+	else
+		fail "a: no early QP $qpn taken and refused in exsd's log"
+	fi
 	run "a: connect naming a QP that does not exist on $dev: refused with EPERM" \
 		"$T/exs_ctlraw" foreign-connect "$ip" 7619 0xfffff0
 	if grep -q "sock 7: QP 16777200 on $dev does not exist: refused" "$LOG"; then
