@@ -201,11 +201,9 @@ static int send_qp_ready(struct exs_sock *s, uint32_t req, bool with_setup)
 	return exs_ctl_send(&m);
 }
 
-/* s's connection over device `dev`: a spare if there is one (`spare`),
- * else a new one */
-static int new_conn(struct exs_sock *s, const char *dev, bool iwarp, bool spare)
+static struct exs_conn_cfg sock_cfg(const struct exs_sock *s)
 {
-	struct exs_conn_cfg cfg = {
+	return (struct exs_conn_cfg){
 		.credits = s->cfg_credits,
 		.sp_max = s->cfg_sp_max,
 		.stream_buf = s->cfg_stream_buf,
@@ -213,6 +211,13 @@ static int new_conn(struct exs_sock *s, const char *dev, bool iwarp, bool spare)
 		.busy_poll = s->fd_flags & EXS_FD_BUSYPOLL,
 		.nodelay = s->fd_flags & EXS_FD_NODELAY,
 	};
+}
+
+/* s's connection over device `dev`: a spare if there is one (`spare`),
+ * else a new one */
+static int new_conn(struct exs_sock *s, const char *dev, bool iwarp, bool spare)
+{
+	struct exs_conn_cfg cfg = sock_cfg(s);
 
 	if (!spare)
 		return exs_conn_create(s->fd, s->type, dev, iwarp, &cfg, s->id, &s->conn);
@@ -326,12 +331,50 @@ static void accept_done(struct exs_sock *ns)
 
 /* ---- connecting */
 
+/* A QP for s before its route is known (exs_control.proto, Connect.early):
+ * a spare of the device its kind was routed to last, in INIT with its
+ * receives posted. 0 and `eq` filled, or -errno and no QP. */
+static int take_early(struct exs_sock *s, ExsCtl__EarlyQp *eq, ExsCtl__QpAttr *init)
+{
+	struct exs_conn_cfg cfg = sock_cfg(s);
+	uint32_t port;
+	int ret;
+
+	ret = exs_spare_take_early(s->fd, s->type, &cfg, s->id, &s->conn, &port, init);
+	if (ret)
+		return ret;
+	ret = exs_conn_modify(s->conn, init);
+	if (ret) {
+		exs_conn_destroy(s->conn);
+		s->conn = NULL;
+		return ret;
+	}
+	s->early = true;
+	eq->device = s->conn->dev->name;
+	eq->port_num = port;
+	eq->qpn = s->conn->qp->qp_num;
+	eq->init = init;
+	return 0;
+}
+
+/* The early QP is not used: exsd routed s elsewhere, or never heard of it. */
+static void drop_early(struct exs_sock *s)
+{
+	if (!s->early)
+		return;
+	s->early = false;
+	exs_conn_destroy(s->conn);
+	s->conn = NULL;
+}
+
 int exs_broker_connect(struct exs_sock *s, const struct sockaddr *a, socklen_t len,
 		       const struct timeval *tmo, struct exs_queue *q, exs_ahandle_t ah)
 {
 	ExsCtl__Msg m;
 	ExsCtl__Connect c = EXS_CTL__CONNECT__INIT;
 	ExsCtl__Setup su = EXS_CTL__SETUP__INIT;
+	ExsCtl__EarlyQp eq = EXS_CTL__EARLY_QP__INIT;
+	ExsCtl__QpAttr init;
 	int ret;
 
 	switch (s->state) {
@@ -361,11 +404,16 @@ int exs_broker_connect(struct exs_sock *s, const struct sockaddr *a, socklen_t l
 	c.setup = &su;
 	if (tmo)
 		c.timeout_ms = (uint32_t)(tmo->tv_sec * 1000 + tmo->tv_usec / 1000) ?: 1;
+	s->early = false;
+	if (exs_g.ctl_early && !s->conn && !take_early(s, &eq, &init))
+		c.early = &eq;
 	m.body_case = EXS_CTL__MSG__BODY_CONNECT;
 	m.connect = &c;
 	ret = exs_ctl_send(&m);
-	if (ret)
+	if (ret) {
+		drop_early(s);
 		return ret;
+	}
 	s->known_to_exsd = true;
 	memcpy(&s->peer, a, len);
 	s->peer_len = len;
@@ -510,6 +558,7 @@ static void rebuild(struct exs_sock *s, const ExsCtl__Rebuild *r)
 		exs_debug("fd %d: exsd did not find QP %u in the kernel's tracker: building another",
 			  s->fd, old->qp->qp_num);
 	s->conn = NULL;
+	s->early = false; /* exsd took it, and asks for another */
 	ret = new_conn(s, old->dev->name, old->iwarp, false);
 	if (!ret && passive && old->iwarp)
 		exs_conn_await_hello(s->conn);
@@ -581,10 +630,22 @@ void exs_broker_input(ExsCtl__Msg *m)
 		break;
 	case EXS_CTL__MSG__BODY_ROUTE:
 		s = exs_sock_by_id(m->route->sock);
-		if (s && s->state == EXS_S_CONNECTING && !s->conn) {
+		if (s && s->state == EXS_S_CONNECTING && (!s->conn || s->early)) {
+			struct exs_conn *early = s->early ? s->conn : NULL;
+
+			/* exsd did not take the early QP: a new one for this
+			 * route is built while the early one still holds its
+			 * number (the QP-number race of Rebuild) */
+			s->conn = NULL;
+			s->early = false;
 			ret = new_conn(s, m->route->device, m->route->iwarp, true);
 			if (!ret && m->route->init)
 				ret = exs_conn_modify(s->conn, m->route->init);
+			if (!ret && m->route->init)
+				exs_spare_routed(s->type, m->route->device, m->route->port_num,
+						 m->route->init);
+			if (early)
+				exs_conn_destroy(early);
 			qp_step_done(s, ret);
 		}
 		break;

@@ -168,6 +168,7 @@ static int ctl_open(void)
 	if (!ret) {
 		take_defaults(reply->hello_reply->defaults);
 		exs_g.ctl_adopt = reply->hello_reply->adopt;
+		exs_g.ctl_early = reply->hello_reply->early;
 	}
 	if (reply)
 		exs_ctl__msg__free_unpacked(reply, NULL);

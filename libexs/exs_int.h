@@ -571,6 +571,14 @@ void exs_conn_adopt(struct exs_conn *c, int fd, uint32_t owner, const struct exs
  * arguments and result) */
 int exs_spare_take(int fd, int type, const char *dev, bool iwarp, const struct exs_conn_cfg *cfg,
 		   uint32_t owner, struct exs_conn **ret_conn);
+/* the route a connect of this type got on `dev`: its port and INIT
+ * attributes, kept for exs_spare_take_early */
+void exs_spare_routed(int type, const char *dev, uint32_t port, const ExsCtl__QpAttr *init);
+/* before a connect's route is known: the spare ready on the device of the
+ * latest route of this type and configuration, with that route's port and
+ * INIT attributes (not yet applied); -ENOENT when there is none */
+int exs_spare_take_early(int fd, int type, const struct exs_conn_cfg *cfg, uint32_t owner,
+			 struct exs_conn **ret_conn, uint32_t *port, ExsCtl__QpAttr *init);
 void exs_conn_destroy(struct exs_conn *c);
 int exs_conn_modify(struct exs_conn *c, const ExsCtl__QpAttr *a);
 void exs_conn_await_hello(struct exs_conn *c);
@@ -652,6 +660,7 @@ struct exs_sock {
 	int64_t cfg_inline; /* <0: the device's largest */
 	int fd_flags; /* EXS_FD_* */
 	bool known_to_exsd;
+	bool early; /* connecting: conn is the QP offered in Connect.early */
 	/* a call to exsd is in flight (the lock is released while it waits):
 	 * a close meanwhile is deferred until it returns */
 	unsigned busy;
@@ -810,6 +819,7 @@ struct exs_global {
 	bool ctl_lost; /* the channel dropped: the progress thread tells broker.c */
 	bool rejoining; /* the exs-rejoin thread runs (broker.c) */
 	bool ctl_adopt; /* this exsd takes Adopt (HelloReply.adopt) */
+	bool ctl_early; /* this exsd takes Connect.early (HelloReply.early) */
 	pthread_t thread;
 	int ctl_fd;
 	uint32_t ctl_seq;

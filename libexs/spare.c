@@ -19,11 +19,18 @@
  * off on iWARP until exsd learnt to ask for another QP instead of failing
  * (Rebuild in exs_control.proto; broker.c builds it without a spare).
  *
+ * A connect need not wait for its route to take a spare: each kind keeps
+ * the port and INIT attributes of the latest route a connect of it got
+ * (exs_spare_routed), and the next connect of that type and configuration
+ * takes the spare of the kind routed last, moves it to INIT and offers it
+ * in its Connect (exs_spare_take_early; exs_control.proto, Connect.early).
+ *
  * A spare is an ordinary connection that no socket has adopted yet
  * (exs_conn_adopt): its CQ reports to nobody and nothing is posted on it.
  * It is made by this process's builder thread, which exsd's ownership
  * check accepts as the process's (qpown.c maps a thread to its process).
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,9 +46,14 @@ struct spare {
 	struct exs_conn *conn;	/* the spare, or NULL */
 	bool wanted;		/* the builder is to make one */
 	bool failed;		/* building one failed: no more of this kind */
+	/* the latest route a connect of this kind got (exs_spare_routed) */
+	uint64_t routed;	/* its stamp (routes counts them); 0: none */
+	uint32_t port;
+	ExsCtl__QpAttr init;	/* its scalars only */
 };
 
 static struct spare spares[SPARE_KINDS]; /* exs_g.lock */
+static uint64_t routes; /* exs_g.lock */
 static pthread_cond_t spare_cond = PTHREAD_COND_INITIALIZER;
 static bool builder_started;
 static int spares_on = -1; /* from EXS_SPARE_QPS, read once */
@@ -151,10 +163,49 @@ int exs_spare_take(int fd, int type, const char *devname, bool iwarp,
 		exs_conn_destroy(k->conn);
 		k->conn = NULL;
 	}
+	if (k->iwarp != iwarp || !cfg_same(&k->cfg, cfg))
+		k->routed = 0;
 	k->iwarp = iwarp;
 	k->cfg = *cfg;
 	k->cfg.busy_poll = false;
 	if (!k->failed)
 		want(k);
+	return 0;
+}
+
+void exs_spare_routed(int type, const char *dev, uint32_t port, const ExsCtl__QpAttr *init)
+{
+	for (int i = 0; i < SPARE_KINDS; i++) {
+		struct spare *k = &spares[i];
+
+		if (k->dev && k->type == type && !strcmp(k->dev->name, dev)) {
+			k->routed = ++routes;
+			k->port = port;
+			k->init = *init;
+			k->init.grh_dgid = (ProtobufCBinaryData){ 0, NULL };
+			k->init.base.unknown_fields = NULL;
+			k->init.base.n_unknown_fields = 0;
+			return;
+		}
+	}
+}
+
+int exs_spare_take_early(int fd, int type, const struct exs_conn_cfg *cfg, uint32_t owner,
+			 struct exs_conn **ret_conn, uint32_t *port, ExsCtl__QpAttr *init)
+{
+	struct spare *k = NULL;
+
+	for (int i = 0; i < SPARE_KINDS; i++)
+		if (spares[i].dev && spares[i].type == type && spares[i].routed &&
+		    cfg_same(&spares[i].cfg, cfg) && (!k || spares[i].routed > k->routed))
+			k = &spares[i];
+	if (!k || !k->conn)
+		return -ENOENT;
+	*ret_conn = k->conn;
+	k->conn = NULL;
+	exs_conn_adopt(*ret_conn, fd, owner, cfg);
+	*port = k->port;
+	*init = k->init;
+	want(k);
 	return 0;
 }

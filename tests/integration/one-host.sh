@@ -66,6 +66,30 @@ for t in rxe siw; do
 	fi
 	echo "$out" | sed 's/^/    /'
 done
+# Connect.early: a connect offers exsd the QP of the device its process
+# was routed to last. AABBA (A on rxe, B on siw): exsd takes it for the
+# second A and the second B; for the first B and the last A the route leads
+# elsewhere, exsd sends Route, and libexs builds there and drops the early QP
+mark=$(wc -l <"$LOGS/exsd-one.log")
+bg early-s "$B/tests/exs_early" server "$EXS_VM_RXE_IP" "$EXS_VM_SIW_IP" 7480 5
+es=$BG_PID
+if wait_for "$LOGS/early-s.out" listening 30 &&
+   timeout 120 "$B/tests/exs_early" client "$EXS_VM_RXE_IP" "$EXS_VM_SIW_IP" 7480 AABBA \
+	>"$LOGS/early-c.out" 2>&1 && wait $es; then
+	pass "connects alternating between rxe and siw in one process: every message intact"
+else
+	fail "connects alternating between rxe and siw in one process"
+	sed 's/^/    /' "$LOGS/early-s.out"
+fi
+sed 's/^/    /' "$LOGS/early-c.out"
+taken=$(tail -n +$((mark + 1)) "$LOGS/exsd-one.log" | grep -c 'given early$')
+moved=$(tail -n +$((mark + 1)) "$LOGS/exsd-one.log" | grep -c 'given early, the route is')
+if [ "$taken" -ge 1 ] && [ "$moved" -ge 1 ]; then
+	pass "early QPs: exsd took $taken, and $moved routed elsewhere were replaced (2 and 2 expected)"
+else
+	fail "early QPs: exsd took $taken, and replaced $moved routed elsewhere (2 and 2 expected)"
+fi
+stop_bgs
 # exs_close from another thread while exs_bind/exs_listen wait for exsd's
 # reply (the library lock is released then): the close is deferred, the
 # call fails with EBADF, exsd gets the socket back (the same port binds
