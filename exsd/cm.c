@@ -395,10 +395,7 @@ int cm_connect(struct client *c, ExsCtl__Connect *m)
 		snprintf(e->early_dev, sizeof(e->early_dev), "%s", m->early->device);
 		e->early_port = m->early->port_num;
 		e->early_qpn = m->early->qpn;
-		e->early_init = *m->early->init;
-		e->early_init.grh_dgid = (ProtobufCBinaryData){ 0, NULL };
-		e->early_init.base.unknown_fields = NULL;
-		e->early_init.base.n_unknown_fields = 0;
+		exs_qpattr_scalars(&e->early_init, m->early->init);
 	}
 	/* the caller's deadline bounds the whole connect; without one, only
 	 * the steps that do not wait for the peer's application are bounded

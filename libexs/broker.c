@@ -331,6 +331,16 @@ static void accept_done(struct exs_sock *ns)
 
 /* ---- connecting */
 
+/* The early QP is not used: exsd routed s elsewhere, or never heard of it. */
+static void drop_early(struct exs_sock *s)
+{
+	if (!s->early)
+		return;
+	s->early = false;
+	exs_conn_destroy(s->conn);
+	s->conn = NULL;
+}
+
 /* A QP for s before its route is known (exs_control.proto, Connect.early):
  * a spare of the device its kind was routed to last, in INIT with its
  * receives posted. 0 and `eq` filled, or -errno and no QP. */
@@ -343,28 +353,17 @@ static int take_early(struct exs_sock *s, ExsCtl__EarlyQp *eq, ExsCtl__QpAttr *i
 	ret = exs_spare_take_early(s->fd, s->type, &cfg, s->id, &s->conn, &port, init);
 	if (ret)
 		return ret;
+	s->early = true;
 	ret = exs_conn_modify(s->conn, init);
 	if (ret) {
-		exs_conn_destroy(s->conn);
-		s->conn = NULL;
+		drop_early(s);
 		return ret;
 	}
-	s->early = true;
 	eq->device = s->conn->dev->name;
 	eq->port_num = port;
 	eq->qpn = s->conn->qp->qp_num;
 	eq->init = init;
 	return 0;
-}
-
-/* The early QP is not used: exsd routed s elsewhere, or never heard of it. */
-static void drop_early(struct exs_sock *s)
-{
-	if (!s->early)
-		return;
-	s->early = false;
-	exs_conn_destroy(s->conn);
-	s->conn = NULL;
 }
 
 int exs_broker_connect(struct exs_sock *s, const struct sockaddr *a, socklen_t len,

@@ -124,13 +124,23 @@ static void want(struct spare *k)
 	pthread_cond_signal(&spare_cond);
 }
 
+/* Kind k's spare, adopted by socket `fd`; another of the kind is wanted. */
+static struct exs_conn *adopt(struct spare *k, int fd, uint32_t owner, const struct exs_conn_cfg *cfg)
+{
+	struct exs_conn *c = k->conn;
+
+	k->conn = NULL;
+	exs_conn_adopt(c, fd, owner, cfg);
+	want(k);
+	return c;
+}
+
 /* Like exs_conn_create, but a spare of the same kind is taken when there
  * is one; either way another of that kind is wanted. exs_g.lock held. */
 int exs_spare_take(int fd, int type, const char *devname, bool iwarp,
 		   const struct exs_conn_cfg *cfg, uint32_t owner, struct exs_conn **ret_conn)
 {
 	struct spare *k = NULL, *free_slot = NULL;
-	struct exs_conn *c;
 	int i;
 
 	if (!enabled())
@@ -142,11 +152,7 @@ int exs_spare_take(int fd, int type, const char *devname, bool iwarp,
 			k = &spares[i];
 	}
 	if (k && k->conn && k->iwarp == iwarp && cfg_same(&k->cfg, cfg)) {
-		c = k->conn;
-		k->conn = NULL;
-		exs_conn_adopt(c, fd, owner, cfg);
-		*ret_conn = c;
-		want(k);
+		*ret_conn = adopt(k, fd, owner, cfg);
 		return 0;
 	}
 	i = exs_conn_create(fd, type, devname, iwarp, cfg, owner, ret_conn);
@@ -181,10 +187,7 @@ void exs_spare_routed(int type, const char *dev, uint32_t port, const ExsCtl__Qp
 		if (k->dev && k->type == type && !strcmp(k->dev->name, dev)) {
 			k->routed = ++routes;
 			k->port = port;
-			k->init = *init;
-			k->init.grh_dgid = (ProtobufCBinaryData){ 0, NULL };
-			k->init.base.unknown_fields = NULL;
-			k->init.base.n_unknown_fields = 0;
+			exs_qpattr_scalars(&k->init, init);
 			return;
 		}
 	}
@@ -201,11 +204,8 @@ int exs_spare_take_early(int fd, int type, const struct exs_conn_cfg *cfg, uint3
 			k = &spares[i];
 	if (!k || !k->conn)
 		return -ENOENT;
-	*ret_conn = k->conn;
-	k->conn = NULL;
-	exs_conn_adopt(*ret_conn, fd, owner, cfg);
+	*ret_conn = adopt(k, fd, owner, cfg);
 	*port = k->port;
 	*init = k->init;
-	want(k);
 	return 0;
 }

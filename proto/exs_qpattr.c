@@ -79,3 +79,11 @@ int exs_qpattr_to_ibv(const ExsCtl__QpAttr *m, struct ibv_qp_attr *a, int *ret_m
 	*ret_mask = (int)m->mask;
 	return 0;
 }
+
+void exs_qpattr_scalars(ExsCtl__QpAttr *dst, const ExsCtl__QpAttr *m)
+{
+	*dst = *m;
+	dst->grh_dgid = (ProtobufCBinaryData){ 0, NULL };
+	dst->base.unknown_fields = NULL;
+	dst->base.n_unknown_fields = 0;
+}

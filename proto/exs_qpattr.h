@@ -8,4 +8,7 @@
 /* dgid16: 16 bytes of storage that must outlive `m` */
 void exs_qpattr_from_ibv(const struct ibv_qp_attr *a, int mask, ExsCtl__QpAttr *m, uint8_t *dgid16);
 int exs_qpattr_to_ibv(const ExsCtl__QpAttr *m, struct ibv_qp_attr *a, int *ret_mask);
+/* a copy of `m` that outlives it: its integers, without its GID and the
+ * fields it carried that this version does not know */
+void exs_qpattr_scalars(ExsCtl__QpAttr *dst, const ExsCtl__QpAttr *m);
 #endif
