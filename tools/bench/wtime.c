@@ -9,6 +9,7 @@
  *   R  an exs_qdequeue() that returns a receive's event;
  *   S  an exs_send() call.
  * R and S exist only in programs that call libexs; perftest shows W only.
+ * It also wraps close(), to forget a descriptor's kind.
  * At exit it writes "$EXS_WTIME_OUT.PID": a line "tick_ns N", then one
  * line per record, "W start end", "R t" or "S t", in ticks (each kind
  * in the order recorded: threads may interleave).
@@ -60,9 +61,7 @@ static bool is_chardev(int fd)
 
 	if (fd < 0 || fd >= WT_FDS)
 		return false;
-	/* a descriptor closed and reused keeps its first kind: the verbs
-	 * command descriptor lives as long as the device is open */
-	if (!fd_kind[fd])
+	if (!fd_kind[fd]) /* close() forgets it: the number may come back as another file */
 		fd_kind[fd] = fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) ? 1 : 2;
 	return fd_kind[fd] == 1;
 }
@@ -83,6 +82,17 @@ ssize_t write(int fd, const void *buf, size_t len)
 	if (i < WT_MAX)
 		w_rec[i] = (struct wt_rec){ a, __rdtsc() };
 	return ret;
+}
+
+int close(int fd)
+{
+	static int (*real_close)(int);
+
+	if (!real_close)
+		real_close = (int (*)(int))dlsym(RTLD_NEXT, "close");
+	if (fd >= 0 && fd < WT_FDS)
+		fd_kind[fd] = 0;
+	return real_close(fd);
 }
 
 int exs_qdequeue(exs_qhandle_t q, exs_event_t *ev, int count, struct timeval *timeout)
