@@ -7,11 +7,15 @@
  *   W  every write() to a character device, start and end: on rxe and siw
  *      the verbs post's doorbell, the one system call of a small send;
  *   R  an exs_qdequeue() that returns a receive's event;
- *   S  an exs_send() call.
- * R and S exist only in programs that call libexs; perftest shows W only.
+ *   S  an exs_send() call;
+ *   P  the return of a CQ poll that took a receive's completion: when the
+ *      program (libexs, or perftest itself) learned that a message came.
+ *      ibv_poll_cq is inline (it calls the context's poll_cq), so wtime
+ *      wraps ibv_create_cq and puts its own poll_cq in the context's ops.
+ * R and S exist only in programs that call libexs; perftest shows W and P.
  * It also wraps close(), to forget a descriptor's kind.
  * At exit it writes "$EXS_WTIME_OUT.PID": a line "tick_ns N", then one
- * line per record, "W start end", "R t" or "S t", in ticks (each kind
+ * line per record, "W start end", "R t", "S t" or "P t", in ticks (each kind
  * in the order recorded: threads may interleave).
  * tools/bench/timeline pairs one side's records with the other's.
  */
@@ -27,21 +31,34 @@
 #include <x86intrin.h>
 
 #include <exs.h>
+#include <infiniband/verbs.h>
+#include <pthread.h>
 
 #define WT_MAX (1u << 18) /* records of each kind kept; later ones are dropped */
 #define WT_FDS 1024	  /* descriptors whose kind is remembered */
+#define WT_CTXS 16	  /* device contexts whose poll_cq is wrapped */
 
 struct wt_rec {
 	uint64_t a, b;
 };
 
 static struct wt_rec w_rec[WT_MAX];
-static uint64_t r_rec[WT_MAX], s_rec[WT_MAX];
-static unsigned n_w, n_r, n_s;
+static uint64_t r_rec[WT_MAX], s_rec[WT_MAX], p_rec[WT_MAX];
+static unsigned n_w, n_r, n_s, n_p;
 static uint64_t tsc0;
 static struct timespec ts0;
 /* per descriptor: 0 not looked at yet, 1 a character device, 2 other */
 static unsigned char fd_kind[WT_FDS];
+
+/* each wrapped context and its provider's poll_cq; entries are published
+ * whole (count last, under ctx_lock) and never removed */
+typedef int (*poll_fn)(struct ibv_cq *, int, struct ibv_wc *);
+static struct {
+	struct ibv_context *ctx;
+	poll_fn poll;
+} ctxs[WT_CTXS];
+static unsigned n_ctxs;
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static ssize_t (*real_write)(int, const void *, size_t);
 static int (*real_qdequeue)(exs_qhandle_t, exs_event_t *, int, struct timeval *);
@@ -125,6 +142,55 @@ ssize_t exs_send(int fd, const void *buf, size_t len, int flags, exs_qhandle_t q
 	return real_send(fd, buf, len, flags, q, ah, mh);
 }
 
+static int wt_poll(struct ibv_cq *cq, int n, struct ibv_wc *wc)
+{
+	unsigned i, k = __atomic_load_n(&n_ctxs, __ATOMIC_ACQUIRE);
+	poll_fn poll = NULL;
+	int ret, j;
+
+	/* the newest entry first: a context freed and made again at the same
+	 * address has a newer one */
+	for (i = k; i-- > 0 && !poll;)
+		if (ctxs[i].ctx == cq->context)
+			poll = ctxs[i].poll;
+	if (!poll)
+		return -1;
+	ret = poll(cq, n, wc);
+	for (j = 0; j < ret; j++)
+		if (wc[j].opcode & IBV_WC_RECV) {
+			i = __atomic_fetch_add(&n_p, 1, __ATOMIC_RELAXED);
+			if (i < WT_MAX)
+				p_rec[i] = __rdtsc();
+			break;
+		}
+	return ret;
+}
+
+struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_ctx,
+			     struct ibv_comp_channel *chan, int vector)
+{
+	static struct ibv_cq *(*real_create)(struct ibv_context *, int, void *,
+					     struct ibv_comp_channel *, int);
+	struct ibv_cq *cq;
+
+	if (!real_create)
+		real_create = (struct ibv_cq * (*)(struct ibv_context *, int, void *,
+						   struct ibv_comp_channel *, int))
+			dlsym(RTLD_NEXT, "ibv_create_cq");
+	cq = real_create(ctx, cqe, cq_ctx, chan, vector);
+	if (!cq)
+		return cq;
+	pthread_mutex_lock(&ctx_lock);
+	if (ctx->ops.poll_cq != wt_poll && n_ctxs < WT_CTXS) {
+		ctxs[n_ctxs].ctx = ctx;
+		ctxs[n_ctxs].poll = ctx->ops.poll_cq;
+		__atomic_store_n(&n_ctxs, n_ctxs + 1, __ATOMIC_RELEASE);
+		ctx->ops.poll_cq = wt_poll;
+	}
+	pthread_mutex_unlock(&ctx_lock);
+	return cq;
+}
+
 __attribute__((destructor)) static void wt_fini(void)
 {
 	const char *base = getenv("EXS_WTIME_OUT");
@@ -133,7 +199,7 @@ __attribute__((destructor)) static void wt_fini(void)
 	char path[4096];
 	FILE *f;
 	unsigned i, nw = n_w < WT_MAX ? n_w : WT_MAX, nr = n_r < WT_MAX ? n_r : WT_MAX;
-	unsigned ns = n_s < WT_MAX ? n_s : WT_MAX;
+	unsigned ns = n_s < WT_MAX ? n_s : WT_MAX, np = n_p < WT_MAX ? n_p : WT_MAX;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts1);
 	tsc1 = __rdtsc();
@@ -153,5 +219,7 @@ __attribute__((destructor)) static void wt_fini(void)
 		fprintf(f, "R %llu\n", (unsigned long long)r_rec[i]);
 	for (i = 0; i < ns; i++)
 		fprintf(f, "S %llu\n", (unsigned long long)s_rec[i]);
+	for (i = 0; i < np; i++)
+		fprintf(f, "P %llu\n", (unsigned long long)p_rec[i]);
 	fclose(f);
 }
