@@ -398,9 +398,10 @@ static void phases_report(double (*ph)[PH_N], uint32_t n, bool client)
 
 /* Round trips before the timed ones: a process's first transfers pay
  * one-time costs that are no round trip's (in a TCG guest every new code
- * path is translated, and the first exs_recv and exs_send took 10-200 ms
- * between them, which added 8-19 us to a 1,000-round-trip mean; perftest
- * leaves out its two slowest samples for the same reason). */
+ * path is translated: the first exs_recv and exs_send took 10-200 ms
+ * between them, and a 1,000-round-trip defaults mean was 3-4 us longer
+ * with them in the window). rstream starts its clock after one untimed
+ * exchange; perftest leaves out its two slowest samples. */
 #define PP_WARMUP 16
 
 /* n round trips on fd, timed or not: the client stores each in rtt[i]
