@@ -45,6 +45,15 @@ struct wt_rec {
 static struct wt_rec w_rec[WT_MAX];
 static uint64_t r_rec[WT_MAX], s_rec[WT_MAX], p_rec[WT_MAX];
 static unsigned n_w, n_r, n_s, n_p;
+
+/* one moment into rec (n counts them; threads take slots atomically) */
+static void stamp(uint64_t *rec, unsigned *n)
+{
+	unsigned i = __atomic_fetch_add(n, 1, __ATOMIC_RELAXED);
+
+	if (i < WT_MAX)
+		rec[i] = __rdtsc();
+}
 static uint64_t tsc0;
 static struct timespec ts0;
 /* per descriptor: 0 not looked at yet, 1 a character device, 2 other */
@@ -120,12 +129,8 @@ int exs_qdequeue(exs_qhandle_t q, exs_event_t *ev, int count, struct timeval *ti
 		real_qdequeue = (int (*)(exs_qhandle_t, exs_event_t *, int, struct timeval *))
 			dlsym(RTLD_NEXT, "exs_qdequeue");
 	ret = real_qdequeue(q, ev, count, timeout);
-	if (ret >= 1 && ev->exs_evt_type == EXS_EVT_RECV) {
-		unsigned i = __atomic_fetch_add(&n_r, 1, __ATOMIC_RELAXED);
-
-		if (i < WT_MAX)
-			r_rec[i] = __rdtsc();
-	}
+	if (ret >= 1 && ev->exs_evt_type == EXS_EVT_RECV)
+		stamp(r_rec, &n_r);
 	return ret;
 }
 
@@ -135,10 +140,7 @@ ssize_t exs_send(int fd, const void *buf, size_t len, int flags, exs_qhandle_t q
 	if (!real_send)
 		real_send = (ssize_t(*)(int, const void *, size_t, int, exs_qhandle_t,
 					exs_ahandle_t, exs_mhandle_t))dlsym(RTLD_NEXT, "exs_send");
-	unsigned i = __atomic_fetch_add(&n_s, 1, __ATOMIC_RELAXED);
-
-	if (i < WT_MAX)
-		s_rec[i] = __rdtsc();
+	stamp(s_rec, &n_s);
 	return real_send(fd, buf, len, flags, q, ah, mh);
 }
 
@@ -158,9 +160,7 @@ static int wt_poll(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 	ret = poll(cq, n, wc);
 	for (j = 0; j < ret; j++)
 		if (wc[j].opcode & IBV_WC_RECV) {
-			i = __atomic_fetch_add(&n_p, 1, __ATOMIC_RELAXED);
-			if (i < WT_MAX)
-				p_rec[i] = __rdtsc();
+			stamp(p_rec, &n_p);
 			break;
 		}
 	return ret;
@@ -191,6 +191,13 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_ctx,
 	return cq;
 }
 
+/* the n moments of one kind recorded into rec, a line "KIND t" each */
+static void dump(FILE *f, char kind, const uint64_t *rec, unsigned n)
+{
+	for (unsigned i = 0; i < n && i < WT_MAX; i++)
+		fprintf(f, "%c %llu\n", kind, (unsigned long long)rec[i]);
+}
+
 __attribute__((destructor)) static void wt_fini(void)
 {
 	const char *base = getenv("EXS_WTIME_OUT");
@@ -198,8 +205,7 @@ __attribute__((destructor)) static void wt_fini(void)
 	uint64_t tsc1;
 	char path[4096];
 	FILE *f;
-	unsigned i, nw = n_w < WT_MAX ? n_w : WT_MAX, nr = n_r < WT_MAX ? n_r : WT_MAX;
-	unsigned ns = n_s < WT_MAX ? n_s : WT_MAX, np = n_p < WT_MAX ? n_p : WT_MAX;
+	unsigned i, nw = n_w < WT_MAX ? n_w : WT_MAX;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts1);
 	tsc1 = __rdtsc();
@@ -215,11 +221,8 @@ __attribute__((destructor)) static void wt_fini(void)
 	for (i = 0; i < nw; i++)
 		fprintf(f, "W %llu %llu\n", (unsigned long long)w_rec[i].a,
 			(unsigned long long)w_rec[i].b);
-	for (i = 0; i < nr; i++)
-		fprintf(f, "R %llu\n", (unsigned long long)r_rec[i]);
-	for (i = 0; i < ns; i++)
-		fprintf(f, "S %llu\n", (unsigned long long)s_rec[i]);
-	for (i = 0; i < np; i++)
-		fprintf(f, "P %llu\n", (unsigned long long)p_rec[i]);
+	dump(f, 'R', r_rec, n_r);
+	dump(f, 'S', s_rec, n_s);
+	dump(f, 'P', p_rec, n_p);
 	fclose(f);
 }
