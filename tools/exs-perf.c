@@ -404,23 +404,28 @@ static void phases_report(double (*ph)[PH_N], uint32_t n, bool client)
  * exchange; perftest leaves out its two slowest samples. */
 #define PP_WARMUP 16
 
+/* Post the round trip's receive into B->b[1] (a STREAM receive waits for
+ * the whole message: the stream buffer may bring it in several pieces) */
+static void pp_recv(int fd, exs_qhandle_t q, const struct hdr *h, struct bufs *B)
+{
+	if (exs_recv(fd, B->b[1], h->size, type == SOCK_STREAM ? MSG_WAITALL : 0, q, (void *)1,
+		     B->mh[1]))
+		die("exs_recv");
+}
+
 /* n round trips on fd, timed or not: the client stores each in rtt[i]
  * (the server passes NULL), each side its phases in ph (if not NULL).
  * sends_out carries the server's unreported echoes from call to call. */
 static void pp_rounds(int fd, exs_qhandle_t q, const struct hdr *h, bool client, struct bufs *B,
 		      uint32_t n, bool timed, double *rtt, double (*ph)[PH_N], int *sends_out)
 {
-	/* a STREAM receive waits for the whole message (the stream buffer
-	 * may bring it in several pieces) */
-	int rflags = type == SOCK_STREAM ? MSG_WAITALL : 0;
 	double t1 = 0, t2 = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
 		double t0 = timed ? now() : 0;
 
 		if (client) {
-			if (exs_recv(fd, B->b[1], h->size, rflags, q, (void *)1, B->mh[1]))
-				die("exs_recv");
+			pp_recv(fd, q, h, B);
 			if (ph)
 				t1 = now();
 			if (exs_send(fd, B->b[0], h->size, 0, q, (void *)0, B->mh[0]))
@@ -446,9 +451,8 @@ static void pp_rounds(int fd, exs_qhandle_t q, const struct hdr *h, bool client,
 				t1 = now();
 			/* the next round trip's receive; after the last, none (the
 			 * untimed rounds are followed by the timed ones) */
-			if ((i + 1 < n || !timed) &&
-			    exs_recv(fd, B->b[1], h->size, rflags, q, (void *)1, B->mh[1]))
-				die("exs_recv");
+			if (i + 1 < n || !timed)
+				pp_recv(fd, q, h, B);
 			if (ph)
 				t2 = now();
 			if (exs_send(fd, B->b[0], h->size, 0, q, (void *)0, B->mh[0]))
@@ -468,15 +472,14 @@ static void pingpong(int fd, exs_qhandle_t q, const struct hdr *h, bool client, 
 {
 	uint32_t n = h->count, warm = n ? PP_WARMUP : 0;
 	int sends_out = 0;
-	int rflags = type == SOCK_STREAM ? MSG_WAITALL : 0;
 	double (*ph)[PH_N] = NULL;
 
 	if (phases && n && !(ph = calloc(n, sizeof(*ph))))
 		die("calloc");
 	/* B->b[0]: out, B->b[1]: in; the server's first receive is posted
 	 * before the first round trip, untimed or not */
-	if (!client && n && exs_recv(fd, B->b[1], h->size, rflags, q, (void *)1, B->mh[1]))
-		die("exs_recv");
+	if (!client && n)
+		pp_recv(fd, q, h, B);
 	pp_rounds(fd, q, h, client, B, warm, false, NULL, NULL, &sends_out);
 	win_open(w);
 	pp_rounds(fd, q, h, client, B, n, true, rtt, ph, &sends_out);
