@@ -41,7 +41,7 @@
 #define EXSD_CONNECT_MS 30000
 #define EXSD_QP_REBUILDS 3	/* QPs a connection's client may be asked for again (Rebuild) */
 #define EXSD_DEFAULT_CREDITS 32	/* libexs's own default (EXS_DEFAULT_CREDITS) */
-#define EXSD_DEFAULT_SP_MAX 256	/* libexs's own default (EXS_DEFAULT_SP_MAX) */
+#define EXSD_DEFAULT_SP_MAX 1024	/* libexs's own default (EXS_DEFAULT_SP_MAX) */
 #ifndef EXSD_DEFAULT_CONFIG
 #define EXSD_DEFAULT_CONFIG "/etc/exs.conf" /* CMake sets SYSCONFDIR/exs.conf */
 #endif

@@ -69,7 +69,7 @@ static inline int exs_thread_start(pthread_t *t, void *(*fn)(void *), void *arg,
 #define EXS_MAX_QDEPTH (1 << 20)
 #define EXS_MAX_CREDITS 1024
 #define EXS_DEFAULT_CREDITS 32
-#define EXS_DEFAULT_SP_MAX 256 /* SEQPACKET messages this small go eagerly */
+#define EXS_DEFAULT_SP_MAX 1024 /* SEQPACKET messages this small go eagerly */
 #define EXS_MAX_BACKLOG 4096
 #define EXS_MAX_SP_MAX 65536 /* small-packet maximum size */
 #define EXS_MAX_INLINE 4096 /* the most inline data asked of a device */

@@ -2061,11 +2061,11 @@ static void tuning(void)
 	int a, b, v, dev_max;
 
 	/* §7.2 small packets: the setting, its bounds, the negotiated minimum */
-	report(exs_fcntl(fd, EXS_F_GETSPMAXSIZE) == 256, "7.2", "small-packet size defaults to 256");
+	report(exs_fcntl(fd, EXS_F_GETSPMAXSIZE) == 1024, "7.2", "small-packet size defaults to 1024");
 	expect_err("7.2", "EXS_F_SETSPMAXSIZE -1", exs_fcntl(fd, EXS_F_SETSPMAXSIZE, -1), EINVAL);
 	expect_err("7.2", "EXS_F_SETSPMAXSIZE above 65536", exs_fcntl(fd, EXS_F_SETSPMAXSIZE, 65537),
 		   EINVAL);
-	report(exs_fcntl(fd, EXS_F_SETSPMAXSIZE, 300) == 256 && exs_fcntl(fd, EXS_F_GETSPMAXSIZE) == 300,
+	report(exs_fcntl(fd, EXS_F_SETSPMAXSIZE, 300) == 1024 && exs_fcntl(fd, EXS_F_GETSPMAXSIZE) == 300,
 	       "7.2", "EXS_F_SETSPMAXSIZE returns the old value; GET reads the new one");
 	sp_a = 256, sp_b = 128, tune = tune_sp;
 	if (make_pair(SOCK_SEQPACKET, 0, 0, &a, &b)) {
@@ -2701,7 +2701,8 @@ static void cancelling(void)
 		return;
 	}
 	fill(sb, sizeof(sb), 5);
-	exs_send(a, sb, 1000, 0, q, (void *)1, UNREG); /* takes the one credit */
+	/* above sp_max (1024): it waits for its receive's advert */
+	exs_send(a, sb, 3000, 0, q, (void *)1, UNREG); /* takes the one credit */
 	b.fd = a, b.buf = sb;
 	b.kind = B_CREDIT_WAIT;
 	report(cancel_blocked(&b) == PTHREAD_CANCELED, "11.3.1",
@@ -2710,13 +2711,13 @@ static void cancelling(void)
 	report(cancel_blocked(&b) == PTHREAD_CANCELED, "11.3.1",
 	       "a thread cancelled in exs_blocking_send's credit wait ends");
 	/* POLLIN on `a`, which has nothing coming (`c` is readable: the
-	 * peer's request-to-send for the 1000 B message waits there) */
+	 * peer's request-to-send for the 3000 B message waits there) */
 	b.fd = a, b.kind = B_POLL;
 	report(cancel_blocked(&b) == PTHREAD_CANCELED, "11.3.1", "a thread cancelled in exs_poll ends");
 	exs_recv(c, rb, sizeof(rb), 0, q, (void *)2, UNREG);
 	exs_event_t e1 = next_event(q, WAIT_S * 1000), e2 = next_event(q, WAIT_S * 1000);
 	report(e1.exs_evt_type + e2.exs_evt_type == EXS_EVT_SEND + EXS_EVT_RECV && !e1.exs_evt_errno &&
-	       !e2.exs_evt_errno && same(rb, 1000, 5), "11.3.1",
+	       !e2.exs_evt_errno && same(rb, 3000, 5), "11.3.1",
 	       "after the cancels the first send is received, checked: no lock left held");
 	exs_recv(c, rb, sizeof(rb), 0, q, (void *)3, UNREG);
 	report(exs_blocking_send(a, sb, 2000, 0, UNREG) == 2000 &&
@@ -2875,7 +2876,7 @@ static void cancel_seq_recv(void)
 
 	if (!cancel_pair(SOCK_SEQPACKET, "SEQPACKET", q, &a, &b))
 		return;
-	/* 200 B is at most sp_max (256): not advertised */
+	/* 200 B is at most sp_max (1024): not advertised */
 	exs_recv(b, rb, 200, 0, q, AH(30), UNREG);
 	exs_recv(b, rb2, 200, 0, q, AH(31), UNREG);
 	expect_ok("cancel", "exs_cancel of a pending SEQPACKET receive (not advertised)",

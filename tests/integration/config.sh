@@ -62,7 +62,7 @@ out=$(timeout 30 "$B/tests/exs_conf" defaults 2>&1)
 [ "$out" = "credits=7 sp_max=100" ] && pass "a new socket starts with exsd's defaults ($out)" ||
 	fail "socket defaults: $out"
 out=$(EXS_SOCKET=/run/exs/none.sock timeout 30 "$B/tests/exs_conf" defaults 2>&1)
-[ "$out" = "credits=32 sp_max=256" ] && pass "without exsd: libexs's built-in defaults ($out)" ||
+[ "$out" = "credits=32 sp_max=1024" ] && pass "without exsd: libexs's built-in defaults ($out)" ||
 	fail "built-in defaults: $out"
 
 # three ephemeral ports, then EADDRNOTAVAIL

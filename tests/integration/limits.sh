@@ -18,10 +18,11 @@ BURST=${EXS_BURST:-200}
 t_start=$(date +%s%N)
 
 # ---- a. one process, $BURST asynchronous connects on one queue, per device.
-# Each connection pins ~10 KiB (libexs's message ring, the CQ, the QP);
-# siw counts that against RLIMIT_MEMLOCK even for root (1 MiB held 108 in
-# the guest), so the default 8 MiB holds ~850: the burst runs with the
-# limit lifted, and a lower one must fail connects with ENOMEM, not hang.
+# Each SEQPACKET connection pins its receive buffers (about 190 KiB with
+# the default sp_max of 1024, exs.7), and siw counts that against
+# RLIMIT_MEMLOCK even for root, so the default 8 MiB holds a few dozen:
+# the burst runs with the limit lifted, and a lower one must fail
+# connects with ENOMEM, not hang.
 ulimit -l unlimited
 # under TCG, 1,000 set-ups take minutes: more than connect_timeout_ms's 30 s
 cat >"$LOGS/burst.conf" <<CONF

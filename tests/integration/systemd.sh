@@ -220,7 +220,7 @@ else fail "bad file: $n starts logged, NRestarts $(service NRestarts), $(service
 # mended: the next client starts exsd again
 printf '[sockets]\ncredits = 3\n' >"$conf"
 out=$(timeout 30 "$B/tests/exs_conf" defaults 2>&1)
-[ "$out" = "credits=3 sp_max=256" ] && pass "file mended: the next client starts exsd ($out)" ||
+[ "$out" = "credits=3 sp_max=1024" ] && pass "file mended: the next client starts exsd ($out)" ||
 	fail "after mending: $out"
 
 echo "---- journalctl -u exsd (last 15 lines)"

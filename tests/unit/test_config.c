@@ -73,7 +73,7 @@ START_TEST(defaults)
 	struct exsd_config want = {
 		.socket = "/run/exs/exsd.sock", .log_level = LOG_INFO,
 		.port_lo = 49152, .port_hi = 65535,
-		.credits = 32, .sp_max = 256, .inline_max = 4096, .stream_buffer = 0,
+		.credits = 32, .sp_max = 1024, .inline_max = 4096, .stream_buffer = 0,
 		.busy_poll_us = 1000, .max_clients = 1024, .max_sockets = 4096,
 		.max_listeners = 1024, .max_pending = 4096, .connect_timeout_ms = 30000,
 		.reserved_clients = 32, .max_clients_per_uid = 256, .max_sockets_per_uid = 16384,
@@ -347,7 +347,7 @@ START_TEST(reload_keeps_the_socket)
 	ck_assert_uint_eq(c.sp_max, 512);
 	ck_assert_msg(strstr(changes, "[daemon] socket = /run/b.sock: cannot change while running, "
 				      "keeping /run/a.sock\n"), "%s", changes);
-	ck_assert_msg(strstr(changes, "[sockets] sp_max: 256 -> 512\n"), "%s", changes);
+	ck_assert_msg(strstr(changes, "[sockets] sp_max: 1024 -> 512\n"), "%s", changes);
 }
 END_TEST
 
