@@ -1199,14 +1199,31 @@ static int post_eager(struct exs_conn *c, struct ibv_sge *sge, int n, bool in, u
 	return 0;
 }
 
-/* SEND the first pending send as an EAGER message (§7.2), copied into its
- * eager buffer. Inline, the data is the device's once posted, so the send
- * completes now; otherwise when the SEND does. */
+/* The eager send buffers are a ring of alloc, used in turn by the EAGER
+ * SENDs that carry a copy (send_eager, post_chunk; send_now's inline SEND
+ * takes none). Buffer e_next is free: its last SEND came at least alloc
+ * EAGER SENDs ago, and eager_room keeps fewer than alloc outstanding (a
+ * send queue completes in order). */
+static char *ebuf_next(const struct exs_conn *c)
+{
+	return c->ebuf + (size_t)c->e_next * c->esz;
+}
+
+static void ebuf_advance(struct exs_conn *c)
+{
+	c->e_next = (c->e_next + 1) % c->alloc; /* wraps at alloc, whatever alloc is */
+}
+
+/* SEND the first pending send as an EAGER message (§7.2), copied into the
+ * next eager buffer of the ring: its data are the library's once copied,
+ * so the send completes now, inline or not. (In a buffer of the send's
+ * own slot, kept until its SEND completed, a non-inline one waited for
+ * the peer's acknowledgement and cost a completion each.) */
 static int send_eager(struct exs_conn *c)
 {
 	uint32_t oi = c->sfifo[c->sf_head];
 	struct exs_op *op = &c->sop[oi];
-	char *b = c->ebuf + (size_t)oi * c->esz;
+	char *b = ebuf_next(c);
 	struct exs_wire_eager h = { .version = EXS_WIRE_VERSION, .type = EXS_WIRE_EAGER,
 				    .seq = c->tx_msn };
 	uint32_t len = (uint32_t)(sizeof(h) + op->len);
@@ -1217,13 +1234,13 @@ static int send_eager(struct exs_conn *c)
 	h.credits = take_owed(c);
 	memcpy(b, &h, sizeof(h));
 	op_gather(op, 0, b + sizeof(h), op->len);
-	if ((ret = post_eager(c, &sge, 1, in, in ? WR_NONE : oi, h.credits)))
+	if ((ret = post_eager(c, &sge, 1, in, WR_NONE, h.credits)))
 		return ret;
+	ebuf_advance(c);
 	c->tx_msn++;
 	c->sf_head = (c->sf_head + 1) % c->alloc;
 	c->sf_count--;
-	if (in)
-		op_complete(c, op, 0, op->len, 0);
+	op_complete(c, op, 0, op->len, 0);
 	return 0;
 }
 
@@ -1234,7 +1251,7 @@ static int send_eager(struct exs_conn *c)
  * WR_NONE. */
 static int post_chunk(struct exs_conn *c, uint32_t n, uint32_t oi)
 {
-	char *b = c->ebuf + (size_t)(c->e_next % c->alloc) * c->esz;
+	char *b = ebuf_next(c);
 	struct exs_wire_eager h = { .version = EXS_WIRE_VERSION, .type = EXS_WIRE_EAGER,
 				    .seq = c->e_tx };
 	uint32_t len = (uint32_t)sizeof(h) + n;
@@ -1246,7 +1263,7 @@ static int post_chunk(struct exs_conn *c, uint32_t n, uint32_t oi)
 	if ((ret = post_eager(c, &sge, 1, len <= c->inline_max, oi, h.credits)))
 		return ret;
 	c->e_tx++;
-	c->e_next++;
+	ebuf_advance(c);
 	c->rts_out = false; /* the peer stops advertising on its own */
 	return 0;
 }
@@ -1348,7 +1365,7 @@ static int cork_add(struct exs_conn *c)
 {
 	uint32_t oi = c->sfifo[c->sf_head];
 	struct exs_op *op = &c->sop[oi];
-	char *b = c->ebuf + (size_t)(c->e_next % c->alloc) * c->esz + sizeof(struct exs_wire_eager);
+	char *b = ebuf_next(c) + sizeof(struct exs_wire_eager);
 
 	op_gather(op, 0, b + c->ck_len, op->len);
 	if (!c->ck_len) {
@@ -1384,7 +1401,7 @@ static int send_chunk(struct exs_conn *c)
 	uint32_t oi = c->sfifo[c->sf_head];
 	struct exs_op *op = &c->sop[oi];
 	bool written = op->done > 0; /* a send's one chunk is its last piece */
-	char *b = c->ebuf + (size_t)(c->e_next % c->alloc) * c->esz;
+	char *b = ebuf_next(c);
 	size_t left = op->len - op->done;
 	uint32_t n = left < c->sb_chunk ? (uint32_t)left : c->sb_chunk;
 	int ret;

@@ -510,7 +510,7 @@ struct exs_conn {
 	uint32_t sb_chunk; /* bytes per chunk in effect; 0: no stream buffer */
 	uint32_t pool_off; /* bytes of the first pool entry already read */
 	uint32_t e_tx, e_rx; /* chunks sent, chunks arrived (adverts carry e_rx) */
-	uint32_t e_next;   /* the next eager send buffer, round the ring */
+	uint32_t e_next;   /* the next eager send buffer, round the ring (< alloc) */
 	bool readvertise;  /* advertise_waiting ran short of control slots */
 	bool ad_wanted;	   /* receiver: the peer's RTS asks for adverts (until its next chunk) */
 	bool rts_out;	   /* sender: our RTS went out, no chunk since */

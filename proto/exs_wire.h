@@ -132,8 +132,9 @@
  *    (once) and the receiver advertises receive k, however small, now or
  *    when it is posted. The sender drops adverts numbered below its next
  *    message (their receives were filled by EAGER). An EAGER send's
- *    completion is reported when the SEND is posted inline (the data is
- *    the device's then), else when it completes.
+ *    completion is reported when the SEND is posted: its data are the
+ *    device's then (inline) or a copy in the sender's eager buffer, which
+ *    is not reused before the SEND has completed.
  *
  * 4. The stream buffer (SOCK_STREAM with a negotiated stream_buf B > 0,
  *    guide §7.6). Chunk size K = min(B, EXS_WIRE_EAGER_MAX) on both sides;

@@ -2394,9 +2394,11 @@ static void polling(void)
 		report(false, "poll", "SEQPACKET connection with small packets");
 	}
 	tune = NULL;
-	/* POLLOUT goes while every credit is taken */
+	/* POLLOUT goes while every credit is taken (by a send above sp_max,
+	 * 1024, which waits for its receive's advert: an eager one is done
+	 * once posted) */
 	if (make_pair(SOCK_SEQPACKET, 1, 1, &a, &b)) {
-		exs_send(a, buf, 1000, 0, q, (void *)3, UNREG);
+		exs_send(a, buf, 3000, 0, q, (void *)3, UNREG);
 		report(revents1(a, POLLOUT, 0) == 0, "poll", "the one credit taken: not writable");
 		exs_recv(b, rb, sizeof(rb), 0, q, (void *)4, UNREG);
 		r = revents1(a, POLLOUT, WAIT_S * 1000);
