@@ -302,6 +302,7 @@ void exs_verbs_destroy_qp(struct ibv_qp *qp, bool guard);
 /* SIGPIPE held off the calling thread around a call that may raise it */
 struct exs_nopipe {
 	sigset_t pipe, old;
+	bool ignored; /* the application ignores SIGPIPE: nothing to guard */
 	bool was_blocked, was_pending;
 };
 void exs_nopipe_begin(struct exs_nopipe *g);

@@ -527,10 +527,42 @@ static int post_ret(int r)
  * for the one the call raised and takes it back. Three calls where there
  * were four: block, take back, restore.
  */
+/*
+ * An application that ignores SIGPIPE, as most network programs do, needs
+ * no guard: the kernel discards a SIGPIPE for an ignored signal as it is
+ * raised. Asking whether it is ignored (sigaction) is one system call in
+ * place of the guard's three, so it is asked whenever the last answer was
+ * yes; after a no, the guard runs without asking and asks again every
+ * PIPE_RECHECK guards, so that a program that starts ignoring SIGPIPE
+ * later is noticed, and one that stops is always guarded. (A thread that
+ * ignores SIGPIPE and also blocks it would keep a raised one pending;
+ * delivered later, it is ignored.)
+ */
+#define PIPE_RECHECK 64
+static bool pipe_ign = true;   /* the last answer (atomic); true: ask first */
+static unsigned pipe_unasked; /* guards since (atomic) */
+
+static bool pipe_ignored(void)
+{
+	struct sigaction sa;
+	bool ign;
+
+	if (!__atomic_load_n(&pipe_ign, __ATOMIC_RELAXED) &&
+	    __atomic_add_fetch(&pipe_unasked, 1, __ATOMIC_RELAXED) % PIPE_RECHECK)
+		return false;
+	ign = !sigaction(SIGPIPE, NULL, &sa) && !(sa.sa_flags & SA_SIGINFO) &&
+	      sa.sa_handler == SIG_IGN;
+	__atomic_store_n(&pipe_ign, ign, __ATOMIC_RELAXED);
+	return ign;
+}
+
 void exs_nopipe_begin(struct exs_nopipe *g)
 {
 	sigset_t pending;
 
+	g->ignored = pipe_ignored();
+	if (g->ignored)
+		return;
 	sigemptyset(&g->pipe);
 	sigaddset(&g->pipe, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &g->pipe, &g->old);
@@ -547,6 +579,8 @@ void exs_nopipe_end(struct exs_nopipe *g)
 	static const struct timespec zero;
 	int e = errno;
 
+	if (g->ignored)
+		return;
 	if (!g->was_pending)
 		sigtimedwait(&g->pipe, NULL, &zero); /* EAGAIN: the call raised none */
 	if (!g->was_blocked)

@@ -13,6 +13,10 @@
  *       send fails, then closes (which talks to exsd) and exits 0.
  *       Prints "senders N sigpipe K signalled S failed F" and exits 0 if
  *       every sender ended with an errno (K, S and F are 0).
+ *   exs_sigpipe senders ADDR PORT N ign
+ *       the same, but each sender ignores SIGPIPE for its first send
+ *       (libexs then skips its guard, verbs.c) and restores the default
+ *       action after it: from then on it must be guarded again.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -67,10 +71,10 @@ static int sink(const struct sockaddr_in *sa, int n)
 }
 
 /* one sender process: 0 once a send failed, 1 if it could not start */
-static int sender(const struct sockaddr_in *sa)
+static int sender(const struct sockaddr_in *sa, bool ign_first)
 {
 	static char buf[MSG];
-	int fd = -1, tries;
+	int fd = -1, tries, sent = 0;
 
 	for (tries = 0; tries < 50; tries++) {
 		fd = exs_socket(AF_INET, SOCK_STREAM, 0);
@@ -90,9 +94,12 @@ static int sender(const struct sockaddr_in *sa)
 		printf("connect: gave up\n");
 		return 1;
 	}
+	if (ign_first)
+		signal(SIGPIPE, SIG_IGN);
 	printf("sending\n");
 	while (exs_blocking_send(fd, buf, sizeof(buf), 0, EXS_MHANDLE_UNREGISTERED) == sizeof(buf))
-		;
+		if (ign_first && ++sent == 1)
+			signal(SIGPIPE, SIG_DFL); /* the sink dies after every first send */
 	printf("send: %s\n", strerror(errno));
 	/* more calls after the failure: each may transmit or talk to exsd */
 	exs_blocking_send(fd, buf, sizeof(buf), 0, EXS_MHANDLE_UNREGISTERED);
@@ -106,9 +113,10 @@ int main(int argc, char **argv)
 	int n, st, pipes = 0, sigs = 0, failed = 0;
 	pid_t pid;
 
-	n = argc == 5 ? atoi(argv[4]) : 0;
-	if (n <= 0 || n > N_MAX || inet_pton(AF_INET, argv[2], &sa.sin_addr) != 1) {
-		fprintf(stderr, "usage: exs_sigpipe sink|senders ADDR PORT N (N <= %d)\n", N_MAX);
+	n = argc == 5 || argc == 6 ? atoi(argv[4]) : 0;
+	if (n <= 0 || n > N_MAX || inet_pton(AF_INET, argv[2], &sa.sin_addr) != 1 ||
+	    (argc == 6 && strcmp(argv[5], "ign"))) {
+		fprintf(stderr, "usage: exs_sigpipe sink|senders ADDR PORT N [ign] (N <= %d)\n", N_MAX);
 		return 2;
 	}
 	sa.sin_port = htons((uint16_t)atoi(argv[3]));
@@ -124,7 +132,7 @@ int main(int argc, char **argv)
 		if (pid < 0)
 			return 1;
 		if (!pid)
-			_exit(exs_init(EXS_VERSION1) ? 1 : sender(&sa));
+			_exit(exs_init(EXS_VERSION1) ? 1 : sender(&sa, argc == 6));
 	}
 	while ((pid = wait(&st)) > 0) {
 		if (WIFSIGNALED(st) && WTERMSIG(st) == SIGPIPE)
