@@ -512,22 +512,6 @@ static int post_ret(int r)
 }
 
 /*
- * siw transmits on a TCP socket from the calling thread's system call,
- * without MSG_NOSIGNAL: a post_send (data), and a modify to ERR or a
- * destroy of a QP that owes the peer a TERMINATE. After the peer died that
- * raises SIGPIPE, which would kill an application that never asked for it.
- * The guard blocks SIGPIPE around such a call and takes back one that the
- * call raised; one that was already pending stays for the application.
- *
- * It runs around every post on iWARP, so it makes as few system calls as
- * it can (each is the better part of a microsecond, more in a TCG guest):
- * a SIGPIPE for a thread that did not block it would have been delivered,
- * so only a thread that blocks SIGPIPE itself is asked what is pending,
- * and its mask needs no restoring; sigtimedwait() with no wait both looks
- * for the one the call raised and takes it back. Three calls where there
- * were four: block, take back, restore.
- */
-/*
  * An application that ignores SIGPIPE, as most network programs do, needs
  * no guard: the kernel discards a SIGPIPE for an ignored signal as it is
  * raised. Asking whether it is ignored (sigaction) is one system call in
@@ -556,6 +540,22 @@ static bool pipe_ignored(void)
 	return ign;
 }
 
+/*
+ * siw transmits on a TCP socket from the calling thread's system call,
+ * without MSG_NOSIGNAL: a post_send (data), and a modify to ERR or a
+ * destroy of a QP that owes the peer a TERMINATE. After the peer died that
+ * raises SIGPIPE, which would kill an application that never asked for it.
+ * The guard blocks SIGPIPE around such a call and takes back one that the
+ * call raised; one that was already pending stays for the application.
+ *
+ * It runs around every post on iWARP, so it makes as few system calls as
+ * it can (each is the better part of a microsecond, more in a TCG guest):
+ * a SIGPIPE for a thread that did not block it would have been delivered,
+ * so only a thread that blocks SIGPIPE itself is asked what is pending,
+ * and its mask needs no restoring; sigtimedwait() with no wait both looks
+ * for the one the call raised and takes it back. Three calls where there
+ * were four: block, take back, restore.
+ */
 void exs_nopipe_begin(struct exs_nopipe *g)
 {
 	sigset_t pending;
