@@ -13,8 +13,8 @@
  *
  * Each side builds what libexs builds per connection for a SOCK_SEQPACKET
  * socket with the defaults (libexs/conn.c, exs_conn_create; exs.conf's
- * credits C = 32 and sp_max 256), so the ratio compares like with like:
- * nrecv = 3C + 20 + 8 + C receives of 8 + 256 bytes (rounded to 8) posted
+ * credits C = 32 and sp_max 1024), so the ratio compares like with like:
+ * nrecv = 3C + 20 + 8 + C receives of 8 + 1024 bytes (rounded to 8) posted
  * before the connection is up, nsend = 4C + 20 control slots of 32 bytes
  * and C eager buffers, all in one registered mapping; a QP with
  * max_recv_wr = nrecv, max_send_wr = nsend + C * max_writes +
@@ -66,7 +66,7 @@ static struct rdma_cm_event *expect(struct rdma_event_channel *ch, enum rdma_cm_
 #define MAX_READS 16 /* EXS_MAX_READS */
 #define IOV_MAX_EXS 64 /* EXS_IOV_MAX */
 #define MAX_INLINE 4096 /* EXS_MAX_INLINE */
-#define EAGER_SZ ((8 + 256 + 7) & ~7u) /* struct exs_wire_eager + sp_max 256 */
+#define EAGER_SZ ((8 + 1024 + 7) & ~7u) /* struct exs_wire_eager + sp_max 1024 */
 #define MAX_DEPTH 256
 
 static uint32_t credits = 32;
