@@ -1754,6 +1754,53 @@ static bool exchange_early(int a, int b, const size_t *sizes, int nsizes, int n,
 	return ok;
 }
 
+/* exs(7), "A send waits for the peer's receive": a message of at most the
+ * small-packet size completes with no receive posted at the peer (a
+ * blocking send returns), while the peer holds fewer than `credits` (4
+ * here) of them; the one past those, and a message over the small-packet
+ * size, wait for the peer's receives. Then all six arrive, in order. */
+static bool sends_before_receives(int a, int b)
+{
+	static char sbuf[6][2048], rbuf[6][2048];
+	exs_qhandle_t qs = exs_qcreate(16), qr = exs_qcreate(16);
+	bool ok = qs != EXS_QHANDLE_INVALID && qr != EXS_QHANDLE_INVALID;
+	exs_event_t ev;
+	int i;
+
+	for (i = 0; ok && i < 6; i++)
+		fill(sbuf[i], i == 5 ? 2000 : 100, (unsigned)i + 11);
+	for (i = 0; ok && i < 4; i++)
+		ok = exs_blocking_send(a, sbuf[i], 100, 0, UNREG) == 100;
+	if (!ok)
+		printf("  (blocking small send %d of 4 failed: %s)\n", i, strerror(errno));
+	ok = ok && exs_send(a, sbuf[4], 100, 0, qs, (void *)4, UNREG) == 0 &&
+	     exs_send(a, sbuf[5], 2000, 0, qs, (void *)5, UNREG) == 0;
+	if (ok && (ev = next_event(qs, 300)).exs_evt_type) {
+		printf("  (send %p completed before any receive: errno %d)\n", ev.exs_evt_ahandle,
+		       ev.exs_evt_errno);
+		ok = false;
+	}
+	for (i = 0; ok && i < 6; i++)
+		ok = exs_recv(b, rbuf[i], sizeof(rbuf[i]), 0, qr, (void *)(intptr_t)i, UNREG) == 0;
+	for (i = 0; ok && i < 6; i++) {
+		size_t want = i == 5 ? 2000 : 100;
+
+		ev = next_event(qr, WAIT_S * 1000);
+		ok = event_is(&ev, EXS_EVT_RECV, b, (void *)(intptr_t)i, 0) && ev_len(&ev) == want &&
+		     same(rbuf[i], want, (unsigned)i + 11);
+		if (!ok)
+			printf("  (receive %d: type %d errno %d len %zu)\n", i, ev.exs_evt_type,
+			       ev.exs_evt_errno, ev_len(&ev));
+	}
+	for (i = 4; ok && i < 6; i++) {
+		ev = next_event(qs, WAIT_S * 1000);
+		ok = event_is(&ev, EXS_EVT_SEND, a, (void *)(intptr_t)i, 0);
+	}
+	exs_qdelete(qs);
+	exs_qdelete(qr);
+	return ok;
+}
+
 /* `a` sends n small messages and closes before `b` posts a receive; `b`
  * posts its receives only after exsd has told it the connection ended
  * (a second is ample in the guest). Every message must still be read,
@@ -2105,6 +2152,15 @@ static void tuning(void)
 		exs_blocking_close(b);
 	} else {
 		report(false, "7.2", "connection with small packets");
+	}
+	if (make_pair(SOCK_SEQPACKET, 4, 4, &a, &b)) {
+		report(sends_before_receives(a, b), "7.2",
+		       "4 credits: 4 blocking small sends return with no receive posted; a 5th "
+		       "and a 2000 B one wait for receives; all six arrive in order, checked");
+		exs_blocking_close(a);
+		exs_blocking_close(b);
+	} else {
+		report(false, "7.2", "connection with small packets and 4 credits");
 	}
 	/* one side offering 0 turns small packets off: every message then
 	 * waits for its receive's advertisement */
