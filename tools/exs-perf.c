@@ -414,78 +414,75 @@ static void pp_recv(int fd, exs_qhandle_t q, const struct hdr *h, struct bufs *B
 		die("exs_recv");
 }
 
-/* n round trips on fd, timed or not (late: each side posts its receive
- * after its send): the client stores each in rtt[i]
- * (the server passes NULL), each side its phases in ph (if not NULL).
- * sends_out carries the server's unreported echoes from call to call. */
+/*
+ * One side's send of a round trip, and the receive of the next message
+ * if `recv`. With `late` (SOCK_STREAM, and SEQPACKET up to the negotiated
+ * small packets) the receive is posted after the send, so the post runs
+ * while the message travels and the peer turns it round; a message that
+ * comes first waits in a small packet or the stream buffer, or for the
+ * advert that follows this side's message. Posted first it was inside
+ * every turn (2-3 us of a 25 us one-way on rxe). A larger SEQPACKET
+ * message needs its advert before the peer can send: that receive goes
+ * first (posted after, 8 % slower on siw at 4 KiB). With ph, stores the
+ * time inside exs_recv and exs_send since t0, and returns when it ended.
+ */
+static double pp_send(int fd, exs_qhandle_t q, const struct hdr *h, struct bufs *B, bool recv,
+		      bool late, double t0, double *ph)
+{
+	double t1 = 0, t2 = 0, t3 = 0;
+
+	if (recv && !late)
+		pp_recv(fd, q, h, B);
+	if (ph)
+		t1 = now();
+	if (exs_send(fd, B->b[0], h->size, 0, q, (void *)0, B->mh[0]))
+		die("exs_send");
+	if (ph)
+		t2 = now();
+	if (recv && late)
+		pp_recv(fd, q, h, B);
+	if (ph) {
+		t3 = now();
+		ph[PH_RECV] = t1 - t0 + t3 - t2;
+		ph[PH_SEND] = t2 - t1;
+	}
+	return t3;
+}
+
+/* n round trips on fd, timed or not (late: see pp_send): the client
+ * stores each in rtt[i] (the server passes NULL), each side its phases in
+ * ph (if not NULL). sends_out carries the server's unreported echoes from
+ * call to call. */
 static void pp_rounds(int fd, exs_qhandle_t q, const struct hdr *h, bool client, struct bufs *B,
 		      uint32_t n, bool timed, bool late, double *rtt, double (*ph)[PH_N],
 		      int *sends_out)
 {
-	double t1 = 0, t2 = 0, t3 = 0;
-
 	for (uint32_t i = 0; i < n; i++) {
-		double t0 = timed ? now() : 0;
+		double t0 = timed ? now() : 0, t1 = 0;
+		double *p = ph ? ph[i] : NULL;
 
-		/* late (SOCK_STREAM, and SEQPACKET up to the negotiated small
-		 * packets): each side posts its receive after its send, so the
-		 * post runs while the message travels and the peer turns it
-		 * round; a message that comes first waits in a small packet or
-		 * the stream buffer, or for the advert that follows this side's
-		 * message. Posted first it was inside every turn (2-3 us of a
-		 * 25 us one-way on rxe). A larger SEQPACKET message needs its
-		 * advert before the peer can send: that receive goes first
-		 * (posted after, 8 % slower on siw at 4 KiB). */
 		if (client) {
-			if (!late)
-				pp_recv(fd, q, h, B);
-			if (ph)
-				t1 = now();
-			if (exs_send(fd, B->b[0], h->size, 0, q, (void *)0, B->mh[0]))
-				die("exs_send");
-			if (ph)
-				t2 = now();
-			if (late)
-				pp_recv(fd, q, h, B);
-			if (ph)
-				t3 = now();
+			t1 = pp_send(fd, q, h, B, true, late, t0, p);
 			wait_one(q);
 			wait_one(q);
-			double t4 = timed ? now() : 0;
+			double t2 = timed ? now() : 0;
 
 			if (rtt)
-				rtt[i] = t4 - t0;
-			if (ph) {
-				ph[i][PH_RECV] = t1 - t0 + t3 - t2;
-				ph[i][PH_SEND] = t2 - t1;
-				ph[i][PH_WAIT] = t4 - t3;
-			}
+				rtt[i] = t2 - t0;
+			if (p)
+				p[PH_WAIT] = t2 - t1;
 		} else {
 			/* the next ping may come before the last echo's completion */
 			while (wait_one(q).exs_evt_type != EXS_EVT_RECV)
 				(*sends_out)--;
-			if (ph)
+			if (p) {
 				t1 = now();
+				p[PH_WAIT] = t1 - t0;
+			}
 			/* the next round trip's receive; after the last, none (the
 			 * untimed rounds are followed by the timed ones) */
-			bool next = i + 1 < n || !timed;
-
-			if (next && !late)
-				pp_recv(fd, q, h, B);
-			if (ph)
-				t2 = now();
-			if (exs_send(fd, B->b[0], h->size, 0, q, (void *)0, B->mh[0]))
-				die("exs_send");
+			pp_send(fd, q, h, B, i + 1 < n || !timed, late, t1, p);
 			(*sends_out)++;
-			if (ph)
-				t3 = now();
-			if (next && late)
-				pp_recv(fd, q, h, B);
-			if (ph) {
-				ph[i][PH_WAIT] = t1 - t0;
-				ph[i][PH_RECV] = t2 - t1 + now() - t3;
-				ph[i][PH_SEND] = t3 - t2;
-			}
 		}
 	}
 }
@@ -496,7 +493,6 @@ static void pingpong(int fd, exs_qhandle_t q, const struct hdr *h, bool client, 
 	uint32_t n = h->count, warm = n ? PP_WARMUP : 0;
 	int sends_out = 0;
 	double (*ph)[PH_N] = NULL;
-
 	int sp = exs_fcntl(fd, EXS_F_GETSPMAXSIZE, 0); /* negotiated; -1: none */
 	bool late = type == SOCK_STREAM || (sp > 0 && h->size <= (uint32_t)sp);
 
